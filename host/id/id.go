@@ -1,0 +1,58 @@
+// Package id generates Factline identifiers of the form <prefix>_<ulid>.
+//
+// ULIDs sort by creation time, so ids double as stable, time-ordered keys for
+// cursor pagination. Generation is safe for concurrent use and monotonic
+// within one process even when many ids share a millisecond.
+package id
+
+import (
+	"crypto/rand"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Prefixes fixed by the contract.
+const (
+	Entity  = "ent"
+	Fact    = "fct"
+	Config  = "cfg"
+	Request = "req"
+	APIKey  = "key"
+)
+
+var (
+	mu      sync.Mutex
+	entropy = ulid.Monotonic(rand.Reader, 0)
+)
+
+// New returns a fresh identifier with the given prefix, for example
+// "fct_01JD3X8Y9Z...".
+func New(prefix string) string {
+	return prefix + "_" + NewULID(time.Now()).String()
+}
+
+// NewULID returns a ULID for time t, monotonic within this process.
+func NewULID(t time.Time) ulid.ULID {
+	mu.Lock()
+	defer mu.Unlock()
+	u, err := ulid.New(ulid.Timestamp(t), entropy)
+	if err != nil {
+		// Monotonic entropy overflows only after 2^80 ids in one
+		// millisecond; fall back to fresh entropy rather than fail.
+		return ulid.Make()
+	}
+	return u
+}
+
+// HasPrefix reports whether s is a well-formed id with the given prefix.
+func HasPrefix(s, prefix string) bool {
+	rest, ok := strings.CutPrefix(s, prefix+"_")
+	if !ok {
+		return false
+	}
+	_, err := ulid.ParseStrict(rest)
+	return err == nil
+}

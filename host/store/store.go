@@ -1,0 +1,395 @@
+// Package store defines the persistence boundary of Factline: entities,
+// facts, configs, API keys, idempotency records and stream checkpoints.
+//
+// Two implementations satisfy [Store]: host/store/postgres (pgx v5) and
+// host/store/sqlite (the embedded default). Both are run through the same
+// conformance suite in host/store/storetest so they cannot drift.
+//
+// The store is deliberately dumb: it enforces storage invariants (tenant
+// scoping, per-entity sequence numbers without gaps, a gapless global fact
+// position in commit order, optimistic concurrency on entity versions,
+// immutable config versions) and leaves business rules to host/platform.
+// Every method is scoped by tenant where the data is tenant-owned; a row of
+// another tenant is reported as [ErrNotFound], never returned.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Errors callers branch on. Implementations wrap them with context; test
+// with errors.Is.
+var (
+	// ErrNotFound: the row does not exist in the caller's tenant.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: a row with the same key exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrVersionConflict: an expected version did not match the current one.
+	ErrVersionConflict = errors.New("version conflict")
+	// ErrArchived: the config is archived and cannot take a new version.
+	ErrArchived = errors.New("archived")
+)
+
+// Slot counts fixed by the contract's stored entity row.
+const (
+	StringSlots = 10 // ix_s_1 .. ix_s_10
+	NumberSlots = 5  // ix_n_1 .. ix_n_5
+)
+
+// Slots holds the indexed copies of entity fields. S[0] is ix_s_1, N[0] is
+// ix_n_1. A nil pointer stores SQL NULL.
+type Slots struct {
+	S [StringSlots]*string
+	N [NumberSlots]*float64
+}
+
+// Entity is the stored entity row.
+type Entity struct {
+	TenantID string
+	ID       string
+	Type     string
+	// Version starts at 1 on creation and increases by one with every
+	// appended fact and every update.
+	Version int64
+	// Data is the JSON object of the entity's domain fields.
+	Data json.RawMessage
+	// Metadata is a free-form JSON object; nil when absent.
+	Metadata json.RawMessage
+	// State is the ledger's folded state (a disposable snapshot that can be
+	// rebuilt from the entity's facts); nil when the ledger keeps none.
+	State     json.RawMessage
+	Slots     Slots
+	CreatedAt int64 // ms since epoch
+	UpdatedAt int64 // ms since epoch
+}
+
+// EntityUpdate replaces the mutable parts of an entity when its version is
+// still ExpectedVersion. The stored version becomes ExpectedVersion+1.
+type EntityUpdate struct {
+	TenantID        string
+	ID              string
+	ExpectedVersion int64
+	Data            json.RawMessage
+	Metadata        json.RawMessage // nil keeps the stored metadata
+	Slots           Slots
+	UpdatedAt       int64
+}
+
+// SlotFilter restricts a listing to entities whose slot equals Value.
+// Slot is a column name such as "ix_s_2" or "ix_n_1"; Value is a string for
+// ix_s_* and a float64 for ix_n_*. Implementations reject other names.
+type SlotFilter struct {
+	Slot  string
+	Value any
+}
+
+// EntityFilter selects entities of one type in one tenant, ordered by id.
+type EntityFilter struct {
+	TenantID string
+	Type     string
+	Where    []SlotFilter
+	// AfterID is the keyset cursor: only ids strictly greater are returned.
+	AfterID string
+	// Limit is the maximum number of rows; callers enforce bounds.
+	Limit int
+}
+
+// Fact is an immutable record in an entity's ledger.
+type Fact struct {
+	ID         string
+	TenantID   string
+	EntityID   string // empty for facts not bound to an entity
+	EntityType string // filled by the store from the entity row
+	// Seq is the position in the entity's ledger: 1, 2, 3 ... without gaps.
+	// Zero for facts not bound to an entity.
+	Seq int64
+	// Position is the global position: 1, 2, 3 ... without gaps, in commit
+	// order across all tenants. Stream consumers checkpoint on it.
+	Position  int64
+	Type      string
+	Subtype   string
+	SourceID  string
+	TraceID   string
+	Timestamp int64 // ms since epoch: when it happened
+	Data      json.RawMessage
+	CreatedAt int64 // ms since epoch: when it was recorded
+}
+
+// Append is one fact to append. Fact.ID, TenantID, Type, Timestamp, Data and
+// CreatedAt are set by the caller; Seq, Position and EntityType are assigned
+// by the store.
+type Append struct {
+	Fact Fact
+	// ExpectedVersion, when non-zero, must equal the entity's current
+	// version (before this append) or the item fails with
+	// ErrVersionConflict.
+	ExpectedVersion int64
+	// State, when non-nil, replaces the entity's stored State snapshot in
+	// the same transaction as the fact.
+	State json.RawMessage
+}
+
+// AppendResult reports one item of an AppendFacts batch.
+type AppendResult struct {
+	Fact Fact // with Seq, Position and EntityType assigned
+	// EntityVersion is the entity's version after this append (0 for
+	// entity-less facts).
+	EntityVersion int64
+	// Err is ErrNotFound (entity missing in the tenant), ErrVersionConflict
+	// or ErrAlreadyExists (duplicate fact id); such an item wrote nothing.
+	Err error
+}
+
+// Config is one immutable version of a versioned setting.
+type Config struct {
+	TenantID  string
+	ID        string
+	Version   int64
+	Type      string
+	Name      string
+	ScopeType string
+	ScopeID   string
+	Settings  json.RawMessage
+	// Status is "active" or "archived".
+	Status       string
+	SupersededAt *int64
+	EffectiveAt  int64
+	CreatedAt    int64
+}
+
+// Config statuses.
+const (
+	ConfigActive   = "active"
+	ConfigArchived = "archived"
+)
+
+// ConfigFilter selects the current versions of configs in one tenant.
+type ConfigFilter struct {
+	TenantID string
+	Type     string // empty: any type
+	Status   string // empty: any status
+	AfterID  string
+	Limit    int
+}
+
+// APIKey is a stored API key. The key itself is never stored, only Hash.
+type APIKey struct {
+	ID        string
+	TenantID  string
+	Mode      string // live, test or admin
+	Name      string
+	Prefix    string // the first characters of the key, for display
+	Hash      string // hex SHA-256 of the full key
+	CreatedAt int64
+	RevokedAt *int64
+}
+
+// Idempotency record states.
+const (
+	IdemInFlight = "in_flight"
+	IdemDone     = "done"
+)
+
+// IdemKey identifies an idempotency record.
+type IdemKey struct {
+	TenantID string
+	Scope    string // the operation, for example "POST /v1/entities"
+	Key      string // the client's Idempotency-Key header
+}
+
+// IdemRecord is a stored idempotency record.
+type IdemRecord struct {
+	IdemKey
+	RequestHash string
+	State       string // IdemInFlight or IdemDone
+	StatusCode  int
+	Body        []byte
+	// Headers carries response headers worth replaying (for example
+	// Location), JSON-encoded; nil when none.
+	Headers     json.RawMessage
+	LockedUntil int64 // ms: an in-flight record past this is abandoned
+	CreatedAt   int64
+	ExpiresAt   int64 // ms: the record is ignored and purgeable after this
+}
+
+// IdemBegin starts an idempotent operation.
+type IdemBegin struct {
+	IdemKey
+	RequestHash string
+	Now         int64
+	LockedUntil int64
+	ExpiresAt   int64
+}
+
+// Store is the whole persistence boundary.
+type Store interface {
+	EntityStore
+	FactStore
+	ConfigStore
+	KeyStore
+	IdempotencyStore
+	CheckpointStore
+
+	// Ping checks that the backing database answers.
+	Ping(ctx context.Context) error
+	// Backend names the implementation: "postgres" or "sqlite".
+	Backend() string
+	// Close releases connections and stops listeners.
+	Close() error
+}
+
+// EntityStore persists entity rows.
+type EntityStore interface {
+	// CreateEntity inserts e with Version 1. ErrAlreadyExists when the
+	// tenant already has an entity with e.ID.
+	CreateEntity(ctx context.Context, e *Entity) error
+	// GetEntity returns the entity or ErrNotFound.
+	GetEntity(ctx context.Context, tenantID, id string) (*Entity, error)
+	// UpdateEntity applies u when the version still matches and returns the
+	// updated row. ErrNotFound or ErrVersionConflict; on error nothing
+	// changes.
+	UpdateEntity(ctx context.Context, u EntityUpdate) (*Entity, error)
+	// ListEntities returns up to f.Limit entities ordered by id ascending.
+	ListEntities(ctx context.Context, f EntityFilter) ([]Entity, error)
+	// SetEntityState overwrites the State snapshot without changing the
+	// version (used when snapshots are rebuilt by replaying facts).
+	SetEntityState(ctx context.Context, tenantID, id string, state json.RawMessage) error
+}
+
+// FactStore persists the append-only fact log. Facts are never updated or
+// deleted.
+type FactStore interface {
+	// AppendFacts applies the items in order inside one transaction. Each
+	// item succeeds or fails on its own (see AppendResult.Err); a failed
+	// item writes nothing and does not affect the others. The returned
+	// error is non-nil only when the transaction as a whole failed, in
+	// which case nothing was written.
+	//
+	// Appends are serialised on the global position counter, so positions
+	// are gapless and commit order equals position order: a consumer that
+	// has read position p will never later see a new fact below p.
+	AppendFacts(ctx context.Context, items []Append) ([]AppendResult, error)
+	// GetFact returns the fact or ErrNotFound.
+	GetFact(ctx context.Context, tenantID, id string) (*Fact, error)
+	// ListEntityFacts returns facts of one entity with Seq > afterSeq in
+	// Seq order, at most limit of them.
+	ListEntityFacts(ctx context.Context, tenantID, entityID string, afterSeq int64, limit int) ([]Fact, error)
+	// ReadFacts returns facts of all tenants with Position > after, in
+	// position order, at most limit of them. It feeds stream consumers.
+	ReadFacts(ctx context.Context, after int64, limit int) ([]Fact, error)
+	// HeadPosition returns the highest committed position (0 when empty).
+	HeadPosition(ctx context.Context) (int64, error)
+	// SubscribeFacts returns a channel that receives a value (coalesced,
+	// never blocking the writer) after facts are committed, by any process
+	// sharing the database for Postgres. The channel closes when ctx ends.
+	SubscribeFacts(ctx context.Context) (<-chan struct{}, error)
+}
+
+// ConfigStore persists versioned configs. Every version is its own row; only
+// Status and SupersededAt of a stored version ever change.
+type ConfigStore interface {
+	// CreateConfig inserts version 1. ErrAlreadyExists on a duplicate id.
+	CreateConfig(ctx context.Context, c *Config) error
+	// GetConfig returns the latest version or ErrNotFound.
+	GetConfig(ctx context.Context, tenantID, id string) (*Config, error)
+	// GetConfigVersion returns one version or ErrNotFound.
+	GetConfigVersion(ctx context.Context, tenantID, id string, version int64) (*Config, error)
+	// ListConfigVersions returns every version ascending, or ErrNotFound.
+	ListConfigVersions(ctx context.Context, tenantID, id string) ([]Config, error)
+	// PutConfigVersion inserts c as version c.Version, which must be the
+	// latest version plus one (else ErrVersionConflict); the latest must be
+	// active (else ErrArchived). The previous version gets SupersededAt =
+	// c.CreatedAt in the same transaction.
+	PutConfigVersion(ctx context.Context, c *Config) error
+	// ArchiveConfig sets Status archived on the latest version and returns
+	// it. Archiving an archived config returns it unchanged.
+	ArchiveConfig(ctx context.Context, tenantID, id string, now int64) (*Config, error)
+	// ListConfigs returns the latest version of each config matching f,
+	// ordered by id.
+	ListConfigs(ctx context.Context, f ConfigFilter) ([]Config, error)
+	// ListActiveConfigsByType returns the latest active version of every
+	// config of the given type across all tenants, ordered by tenant and
+	// id. It feeds engines that serve every tenant (projections, webhooks).
+	ListActiveConfigsByType(ctx context.Context, typ string) ([]Config, error)
+}
+
+// KeyStore persists API keys.
+type KeyStore interface {
+	// CreateAPIKey inserts k. ErrAlreadyExists on a duplicate id or hash.
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// GetAPIKeyByHash returns the key with that hash (revoked or not) or
+	// ErrNotFound.
+	GetAPIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// RevokeAPIKey sets RevokedAt on the key with that id, or ErrNotFound.
+	RevokeAPIKey(ctx context.Context, id string, now int64) error
+	// ListAPIKeys lists keys of one tenant, or of all tenants when tenantID
+	// is empty, ordered by id.
+	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
+}
+
+// IdempotencyStore persists Idempotency-Key records.
+type IdempotencyStore interface {
+	// BeginIdempotency claims the key. When there is no live record (none,
+	// or one past ExpiresAt), or an in-flight one past LockedUntil, it
+	// writes an in-flight record and returns (nil, true). Otherwise it
+	// returns the existing record and false. Concurrent callers with the
+	// same key: exactly one gets true.
+	BeginIdempotency(ctx context.Context, b IdemBegin) (*IdemRecord, bool, error)
+	// CompleteIdempotency stores the response and marks the record done.
+	CompleteIdempotency(ctx context.Context, k IdemKey, status int, body []byte, headers json.RawMessage) error
+	// ReleaseIdempotency deletes an in-flight record so the key can be
+	// retried (used when the operation failed without a stored response).
+	ReleaseIdempotency(ctx context.Context, k IdemKey) error
+	// PurgeIdempotency deletes records expired at now and returns how many.
+	PurgeIdempotency(ctx context.Context, now int64) (int64, error)
+}
+
+// CheckpointStore persists the positions of named stream consumers.
+type CheckpointStore interface {
+	// GetCheckpoint returns the consumer's position, 0 when it has none.
+	GetCheckpoint(ctx context.Context, consumer string) (int64, error)
+	// SetCheckpoint stores the consumer's position.
+	SetCheckpoint(ctx context.Context, consumer string, position int64) error
+	// ListCheckpoints returns every consumer's position.
+	ListCheckpoints(ctx context.Context) (map[string]int64, error)
+}
+
+// SlotColumn returns the column name of string slot i (0-based), or of
+// number slot i when number is true.
+func SlotColumn(i int, number bool) string {
+	if number {
+		return "ix_n_" + strconv.Itoa(i+1)
+	}
+	return "ix_s_" + strconv.Itoa(i+1)
+}
+
+// ParseSlotColumn maps "ix_s_3" to (2, false, true) and "ix_n_1" to
+// (0, true, true); anything else gives ok false.
+func ParseSlotColumn(col string) (idx int, number bool, ok bool) {
+	rest, isString := strings.CutPrefix(col, "ix_s_")
+	max := StringSlots
+	if !isString {
+		var isNumber bool
+		if rest, isNumber = strings.CutPrefix(col, "ix_n_"); !isNumber {
+			return 0, false, false
+		}
+		number, max = true, NumberSlots
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 || n > max || strconv.Itoa(n) != rest {
+		return 0, false, false
+	}
+	return n - 1, number, true
+}
+
+// Hooks are test seams for the shared suite; production code leaves them
+// nil.
+type Hooks struct {
+	// BeforeAppendCommit runs inside AppendFacts after every item is written
+	// and before the transaction commits.
+	BeforeAppendCommit func(ctx context.Context)
+}
