@@ -1,0 +1,39 @@
+# Factline. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/factline
+DATA_DIR ?= ./data
+ADDR ?= :8080
+PKGS := ./...
+
+.PHONY: help build run test test-short deps fuzz bench vet fmt clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/factline
+	$(GO) build -trimpath -o $(BIN) ./cmd/factline
+
+run: build ## start factline on the embedded store (SQLite in ./data) with the repo's manifests
+	@echo "Starting factline on $(ADDR) with the embedded store in $(DATA_DIR)."
+	@echo "Get an API key (in another terminal):  $(BIN) keys create --tenant demo --mode live --data-dir $(DATA_DIR)"
+	$(BIN) serve --addr $(ADDR) --data-dir $(DATA_DIR) --domain manifests/domain.yaml
+
+deps: ## install the PostgreSQL and Redis servers the tests start (apt-get, when missing)
+	@bash .ci/deps.sh
+
+test: deps ## run the whole suite with the race detector, Postgres and Redis included
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+vet: ## go vet and gofmt check
+	$(GO) vet $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+fuzz: ## run every fuzz target for a bounded time (FUZZTIME, default 20s each)
+	@bash .ci/fuzz.sh $${FUZZTIME:-20s}
+
+bench: build deps ## run the benchmarks and write bench/RESULTS.md
+	@bash bench/run.sh
+
+clean: ## remove build output
+	rm -rf bin

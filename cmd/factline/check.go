@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/factline/factline/host/manifest"
+)
+
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "text", "output format: text or json")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *format != "text" && *format != "json" {
+		return usageErr("factline check: --format must be text or json")
+	}
+	if fs.NArg() == 0 {
+		return usageErr("usage: factline check [--format text|json] FILE...")
+	}
+	all := []manifest.Diagnostic{}
+	for _, file := range fs.Args() {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			all = append(all, manifest.Diagnostic{File: file, Message: err.Error()})
+			continue
+		}
+		if _, err := manifest.ParseDomain(file, src); err != nil {
+			all = append(all, manifest.Diagnostics(file, err)...)
+		}
+	}
+	if *format == "json" {
+		if err := json.NewEncoder(stdout).Encode(map[string]any{"valid": len(all) == 0, "problems": all}); err != nil {
+			return err
+		}
+	} else {
+		for _, d := range all {
+			fmt.Fprintln(stdout, d.String())
+		}
+		if len(all) == 0 {
+			fmt.Fprintf(stdout, "ok: %d file(s) valid\n", fs.NArg())
+		}
+	}
+	if len(all) > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d problem(s) found", len(all))}
+	}
+	return nil
+}
+
+func quietLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/factline/factline/host/app"
+)
+
+// storeFlags are shared by every command that opens the store.
+type storeFlags struct {
+	databaseURL string
+	dataDir     string
+}
+
+func (f *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.databaseURL, "database-url", "", "Postgres URL; empty uses the embedded SQLite file in --data-dir")
+	fs.StringVar(&f.dataDir, "data-dir", "./data", "directory of the embedded store and other local state")
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf storeFlags
+	sf.register(fs)
+	addr := fs.String("addr", ":8080", "address to listen on")
+	redisURL := fs.String("redis-url", "", "Redis URL; empty uses the in-process limiter and cache")
+	domain := fs.String("domain", "manifests/domain.yaml", "domain manifest: entity types, fields and fact types")
+	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
+	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageErr("--log-level: %v", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := app.New(ctx, app.Config{
+		Addr: *addr, DatabaseURL: sf.databaseURL, RedisURL: *redisURL, DataDir: sf.dataDir,
+		Domain: *domain, DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx, func(bound net.Addr) {
+		where := "embedded store in " + sf.dataDir
+		if sf.databaseURL != "" {
+			where = "postgres"
+		}
+		logger.Info("factline listening", "addr", bound.String(), "store", where, "version", app.Version)
+		fmt.Fprintf(stdout, "factline %s listening on http://%s (%s)\n", app.Version, displayAddr(bound), where)
+	})
+}
+
+// displayAddr turns a wildcard listen address into one a user can curl.
+func displayAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || (!tcp.IP.IsUnspecified() && tcp.IP != nil) {
+		return a.String()
+	}
+	return fmt.Sprintf("localhost:%d", tcp.Port)
+}
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+	fmt.Fprintln(stdout, "factline", app.Version)
+	return nil
+}

@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/host/problem"
+)
+
+// handleError is the one place errors become responses.
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	pe := s.toProblem(c, err)
+	rid := requestID(c)
+	if rid == "" {
+		// fiber calls this directly for errors raised before middleware
+		// runs (for example an oversized body).
+		rid = newRequestID(c)
+	}
+	for k, v := range pe.Headers {
+		c.Set(k, v)
+	}
+	if pe.Kind.Status == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
+		if allow := s.allowedMethods(c.Path()); allow != "" {
+			c.Set(fiber.HeaderAllow, allow)
+		}
+	}
+	c.Status(pe.Kind.Status)
+	b, merr := jsonMarshal(pe.Body(s.cfg.DocsURL, rid))
+	if merr != nil {
+		return merr
+	}
+	c.Set(fiber.HeaderContentType, problem.ContentType)
+	return c.Send(b)
+}
+
+// toProblem maps any error to a problem: ours pass through, fiber's keep
+// their status with our catalogue's slug and title.
+func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusNotFound:
+			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
+		case fiber.StatusMethodNotAllowed:
+			return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+		case fiber.StatusRequestEntityTooLarge:
+			return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
+		case fiber.StatusRequestTimeout:
+			return problem.New(problem.ForStatus(fe.Code), "The request took too long to arrive")
+		}
+		k := problem.ForStatus(fe.Code)
+		if fe.Code >= 500 {
+			return problem.Wrap(k, "An internal error occurred; quote the trace_id when reporting it", err)
+		}
+		return problem.Wrap(k, fe.Message, err)
+	}
+	return problem.From(err)
+}
+
+// allowedMethods lists the methods registered for a path, for the Allow
+// header of a 405.
+func (s *Server) allowedMethods(path string) string {
+	var methods []string
+	for _, r := range s.app.GetRoutes(true) {
+		if r.Method == fiber.MethodHead || r.Method == fiber.MethodConnect || r.Method == "USE" {
+			continue
+		}
+		if matchPattern(r.Path, path) && !contains(methods, r.Method) {
+			methods = append(methods, r.Method)
+		}
+	}
+	return strings.Join(methods, ", ")
+}
+
+// matchPattern matches a fiber route pattern with :params against a path.
+func matchPattern(pattern, path string) bool {
+	ps := strings.Split(strings.Trim(pattern, "/"), "/")
+	xs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(ps) != len(xs) {
+		return false
+	}
+	for i := range ps {
+		if strings.HasPrefix(ps[i], ":") {
+			if xs[i] == "" {
+				return false
+			}
+			continue
+		}
+		if ps[i] != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

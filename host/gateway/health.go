@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/host/problem"
+)
+
+type checkResult struct {
+	Status    string  `json:"status"`
+	Detail    string  `json:"detail,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+}
+
+// health reports the store and every registered check. It answers 200
+// while the critical checks pass (status "ok", or "degraded" when only a
+// non-critical one fails) and a 503 problem otherwise.
+func (s *Server) health(c *fiber.Ctx) error {
+	checks := append([]HealthCheck{{
+		Name:     "store",
+		Critical: true,
+		Check: func(ctx context.Context) (string, error) {
+			st := s.platform.Store()
+			return st.Backend(), st.Ping(ctx)
+		},
+	}}, s.checks...)
+	results := make(map[string]checkResult, len(checks))
+	status := "ok"
+	var failing []string
+	for _, hc := range checks {
+		cctx, cancel := context.WithTimeout(ctx(c), 2*time.Second)
+		start := time.Now()
+		detail, err := hc.Check(cctx)
+		cancel()
+		r := checkResult{Status: "ok", Detail: detail, LatencyMS: float64(time.Since(start).Microseconds()) / 1000}
+		if err != nil {
+			r.Status, r.Detail = "failing", err.Error()
+			if hc.Critical {
+				failing = append(failing, hc.Name)
+			} else if status == "ok" {
+				status = "degraded"
+			}
+		}
+		results[hc.Name] = r
+	}
+	if len(failing) > 0 {
+		pe := problem.Newf(problem.Unavailable, "Unhealthy: %v", failing)
+		return pe
+	}
+	return respond(c, fiber.StatusOK, fiber.Map{
+		"status":         status,
+		"version":        s.cfg.Version,
+		"uptime_seconds": int64(time.Since(s.started).Seconds()),
+		"checks":         results,
+	})
+}

@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factline/factline/host/auth"
+	"github.com/factline/factline/host/id"
+	"github.com/factline/factline/host/problem"
+)
+
+// Locals keys.
+const (
+	localRequestID = "factline.request_id"
+	localPrincipal = "factline.principal"
+)
+
+// HeaderRequestID carries the request id both ways.
+const HeaderRequestID = "X-Request-Id"
+
+// HeaderAPIKey carries the API key.
+const HeaderAPIKey = "X-API-Key"
+
+var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:\-]{1,128}$`)
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	inflight prometheus.Gauge
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factline_http_requests_total",
+			Help: "HTTP requests served, by method, route pattern and status.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "factline_http_request_duration_seconds",
+			Help:    "HTTP request latency, by method and route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "factline_http_requests_in_flight",
+			Help: "HTTP requests being served.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inflight} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("gateway: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// observe is the outermost middleware: it assigns the request id, gives
+// the request a context with a deadline, turns panics and errors into
+// problems, and logs and counts the outcome.
+func (s *Server) observe(c *fiber.Ctx) (err error) {
+	start := time.Now()
+	rid := c.Get(HeaderRequestID)
+	if !requestIDRe.MatchString(rid) {
+		rid = id.New(id.Request)
+	} else {
+		rid = string([]byte(rid)) // header memory is reused by fasthttp
+	}
+	c.Locals(localRequestID, rid)
+	c.Set(HeaderRequestID, rid)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	c.SetUserContext(ctx)
+	s.metrics.inflight.Inc()
+	defer s.metrics.inflight.Dec()
+
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = &problem.Error{Kind: problem.Internal, Detail: "An internal error occurred; quote the trace_id when reporting it",
+					Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+			}
+		}()
+		err = c.Next()
+	}()
+	if err != nil {
+		if herr := s.handleError(c, err); herr != nil {
+			c.Status(fiber.StatusInternalServerError)
+		}
+	}
+
+	status := c.Response().StatusCode()
+	route := routeLabel(c)
+	elapsed := time.Since(start)
+	s.metrics.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
+	s.metrics.latency.WithLabelValues(c.Method(), route).Observe(elapsed.Seconds())
+	attrs := []slog.Attr{
+		slog.String("request_id", rid),
+		slog.String("method", c.Method()),
+		slog.String("route", route),
+		slog.String("path", c.Path()),
+		slog.Int("status", status),
+		slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
+	}
+	if p := principal(c); p != nil {
+		attrs = append(attrs, slog.String("tenant", p.TenantID))
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+		var pe *problem.Error
+		if errors.As(err, &pe) && pe.Err != nil {
+			attrs = append(attrs, slog.String("err", pe.Err.Error()))
+		} else if err != nil {
+			attrs = append(attrs, slog.String("err", err.Error()))
+		}
+	}
+	s.log.LogAttrs(ctx, level, "request", attrs...)
+	return nil
+}
+
+// routeLabel is the matched route pattern, bounded in cardinality.
+func routeLabel(c *fiber.Ctx) string {
+	r := c.Route()
+	if r == nil || r.Path == "" || (r.Path == "/" && c.Path() != "/") {
+		return "unmatched"
+	}
+	return r.Path
+}
+
+func requestID(c *fiber.Ctx) string {
+	if v, ok := c.Locals(localRequestID).(string); ok {
+		return v
+	}
+	return ""
+}
+
+func principal(c *fiber.Ctx) *auth.Principal {
+	p, _ := c.Locals(localPrincipal).(*auth.Principal)
+	return p
+}
+
+// requireKey authenticates X-API-Key; the contract fixes the 401 body.
+func (s *Server) requireKey(c *fiber.Ctx) error {
+	key := c.Get(HeaderAPIKey)
+	p, err := s.auth.Authenticate(c.UserContext(), key)
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidKey) {
+			return problem.New(problem.Unauthorized, "Invalid or missing API key")
+		}
+		return problem.Wrap(problem.Unavailable, "Authentication is temporarily unavailable", err)
+	}
+	c.Locals(localPrincipal, p)
+	return c.Next()
+}
+
+// requireAdmin lets only admin keys through.
+func requireAdmin(c *fiber.Ctx) error {
+	if !principal(c).IsAdmin() {
+		return problem.New(problem.Forbidden, "This endpoint requires an admin API key")
+	}
+	return c.Next()
+}
+
+// ctx returns the request's context.
+func ctx(c *fiber.Ctx) context.Context { return c.UserContext() }
+
+// tenant returns the authenticated tenant.
+func tenant(c *fiber.Ctx) string { return principal(c).TenantID }

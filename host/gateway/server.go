@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factline/factline/host/auth"
+	"github.com/factline/factline/host/idempotency"
+	"github.com/factline/factline/host/platform"
+)
+
+// Config configures the HTTP server.
+type Config struct {
+	// BodyLimit is the largest accepted request body in bytes
+	// (default 1 MiB).
+	BodyLimit int
+	// DocsURL is the base of problem type URIs, without a trailing slash
+	// (default https://docs.factline.dev).
+	DocsURL string
+	// RequestTimeout bounds the work of one request (default 30 s).
+	RequestTimeout time.Duration
+	// Version is reported by /health.
+	Version string
+}
+
+// Deps are the services the server fronts.
+type Deps struct {
+	Platform *platform.Service
+	Auth     *auth.Authenticator
+	Logger   *slog.Logger
+	// Registry receives the HTTP metrics and is served at /metrics; a new
+	// one is made when nil.
+	Registry *prometheus.Registry
+	// Checks are reported by /health in addition to the store.
+	Checks []HealthCheck
+}
+
+// HealthCheck is one named dependency check shown by /health.
+type HealthCheck struct {
+	Name string
+	// Critical checks failing make /health answer 503.
+	Critical bool
+	Check    func(ctx context.Context) (detail string, err error)
+}
+
+// Server is the HTTP server.
+type Server struct {
+	cfg      Config
+	app      *fiber.App
+	platform *platform.Service
+	auth     *auth.Authenticator
+	idem     *idempotency.Keeper
+	log      *slog.Logger
+	registry *prometheus.Registry
+	metrics  *httpMetrics
+	checks   []HealthCheck
+	started  time.Time
+}
+
+// New builds the server and registers the platform routes.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Platform == nil || deps.Auth == nil {
+		return nil, errors.New("gateway: platform and auth are required")
+	}
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 1 << 20
+	}
+	if cfg.DocsURL == "" {
+		cfg.DocsURL = "https://docs.factline.dev"
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Registry == nil {
+		deps.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{
+		cfg:      cfg,
+		platform: deps.Platform,
+		auth:     deps.Auth,
+		idem:     idempotency.New(deps.Platform.Store()),
+		log:      deps.Logger,
+		registry: deps.Registry,
+		checks:   deps.Checks,
+		started:  time.Now(),
+	}
+	m, err := newHTTPMetrics(deps.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.app = fiber.New(fiber.Config{
+		AppName:               "factline",
+		BodyLimit:             cfg.BodyLimit,
+		ErrorHandler:          s.handleError,
+		DisableStartupMessage: true,
+		ReadTimeout:           cfg.RequestTimeout,
+		WriteTimeout:          cfg.RequestTimeout,
+		IdleTimeout:           2 * time.Minute,
+		CaseSensitive:         true,
+		StrictRouting:         false,
+	})
+	s.app.Use(s.observe)
+	s.routes()
+	return s, nil
+}
+
+// App exposes the fiber app, for tests (app.Test) and for the gateway
+// manifest's routes.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.app.Listener(ln); err != nil {
+		return fmt.Errorf("gateway: serve: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections and waits up to timeout for
+// requests in flight to finish.
+func (s *Server) Shutdown(timeout time.Duration) error {
+	return s.app.ShutdownWithTimeout(timeout)
+}
+
+// PurgeLoop deletes expired idempotency records every interval until ctx
+// ends.
+func (s *Server) PurgeLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := s.idem.Purge(ctx)
+			if err != nil {
+				s.log.Warn("purge idempotency keys", "err", err)
+			} else if n > 0 {
+				s.log.Info("purged idempotency keys", "count", n)
+			}
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Diagnostic is one problem in a manifest, located at a line and column
+// (1-based; 0 when the position is unknown).
+type Diagnostic struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+}
+
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Column, d.Message)
+}
+
+// Error is returned when a manifest has problems; it lists all of them.
+type Error struct {
+	Diagnostics []Diagnostic
+}
+
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Diagnostics))
+	for i, d := range e.Diagnostics {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Diagnostics extracts the diagnostics from an error returned by a loader;
+// an unrelated error becomes a single diagnostic without position.
+func Diagnostics(file string, err error) []Diagnostic {
+	var me *Error
+	if errors.As(err, &me) {
+		return me.Diagnostics
+	}
+	return []Diagnostic{{File: file, Message: err.Error()}}
+}
+
+// checker collects diagnostics for one file.
+type checker struct {
+	file  string
+	diags []Diagnostic
+}
+
+func (c *checker) at(n *yaml.Node, format string, args ...any) {
+	d := Diagnostic{File: c.file, Message: fmt.Sprintf(format, args...)}
+	if n != nil {
+		d.Line, d.Column = n.Line, n.Column
+	}
+	c.diags = append(c.diags, d)
+}
+
+func (c *checker) err() error {
+	if len(c.diags) == 0 {
+		return nil
+	}
+	sort.SliceStable(c.diags, func(i, j int) bool {
+		if c.diags[i].Line != c.diags[j].Line {
+			return c.diags[i].Line < c.diags[j].Line
+		}
+		return c.diags[i].Column < c.diags[j].Column
+	})
+	return &Error{Diagnostics: c.diags}
+}
+
+// parseDocument parses YAML and returns the top mapping node. Syntax errors
+// become diagnostics with the line yaml.v3 reports.
+func (c *checker) parseDocument(src []byte) *yaml.Node {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		c.syntax(err)
+		return nil
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		c.at(nil, "manifest is empty")
+		return nil
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		c.at(top, "manifest must be a mapping, got %s", kindName(top))
+		return nil
+	}
+	return top
+}
+
+// syntax turns a yaml.v3 error ("yaml: line 3: ...") into a diagnostic.
+func (c *checker) syntax(err error) {
+	msg := err.Error()
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
+		if i := strings.Index(rest, ":"); i > 0 {
+			fmt.Sscanf(rest[:i], "%d", &line)
+			msg = "YAML syntax error:" + rest[i+1:]
+			// yaml.v3 reports an unclosed flow collection at the line
+			// before the one that opens it.
+			if strings.Contains(msg, "did not find expected") {
+				line++
+			}
+		}
+	} else {
+		msg = "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")
+	}
+	c.diags = append(c.diags, Diagnostic{File: c.file, Line: line, Column: 1, Message: msg})
+}
+
+// field is one key/value pair of a mapping.
+type field struct {
+	key   *yaml.Node
+	value *yaml.Node
+}
+
+// fields returns the pairs of a mapping, reporting unknown and duplicate
+// keys. allowed lists the known keys; nil accepts any key.
+func (c *checker) fields(n *yaml.Node, what string, allowed ...string) map[string]field {
+	out := map[string]field{}
+	if n == nil {
+		return out
+	}
+	if n.Kind != yaml.MappingNode {
+		c.at(n, "%s must be a mapping, got %s", what, kindName(n))
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, dup := out[k.Value]; dup {
+			c.at(k, "duplicate key %q in %s", k.Value, what)
+			continue
+		}
+		if allowed != nil && !contains(allowed, k.Value) {
+			hint := ""
+			if s := closest(k.Value, allowed); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			c.at(k, "unknown key %q in %s%s", k.Value, what, hint)
+			continue
+		}
+		out[k.Value] = field{k, v}
+	}
+	return out
+}
+
+// str reads a required or optional scalar string.
+func (c *checker) str(f map[string]field, key, what string, required bool, parent *yaml.Node) (string, *yaml.Node) {
+	p, ok := f[key]
+	if !ok {
+		if required {
+			c.at(parent, "%s: missing required key %q", what, key)
+		}
+		return "", nil
+	}
+	if p.value.Kind != yaml.ScalarNode || p.value.Tag == "!!null" {
+		c.at(p.value, "%s.%s must be a string, got %s", what, key, kindName(p.value))
+		return "", p.value
+	}
+	if required && strings.TrimSpace(p.value.Value) == "" {
+		c.at(p.value, "%s.%s must not be empty", what, key)
+	}
+	return p.value.Value, p.value
+}
+
+// boolean reads an optional boolean.
+func (c *checker) boolean(f map[string]field, key, what string) bool {
+	p, ok := f[key]
+	if !ok {
+		return false
+	}
+	var b bool
+	if p.value.Kind != yaml.ScalarNode || p.value.Tag != "!!bool" || p.value.Decode(&b) != nil {
+		c.at(p.value, "%s.%s must be true or false", what, key)
+		return false
+	}
+	return b
+}
+
+// strings reads a sequence of scalar strings.
+func (c *checker) strList(n *yaml.Node, what string) ([]string, []*yaml.Node) {
+	if n.Kind != yaml.SequenceNode {
+		c.at(n, "%s must be a list, got %s", what, kindName(n))
+		return nil, nil
+	}
+	var out []string
+	var nodes []*yaml.Node
+	for _, item := range n.Content {
+		if item.Kind != yaml.ScalarNode || item.Tag == "!!null" {
+			c.at(item, "%s items must be strings, got %s", what, kindName(item))
+			continue
+		}
+		out = append(out, item.Value)
+		nodes = append(nodes, item)
+	}
+	return out, nodes
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return "null"
+		case "!!int", "!!float":
+			return "a number"
+		case "!!bool":
+			return "a boolean"
+		}
+		return "a string"
+	}
+	return "nothing"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closest returns the allowed word within edit distance 2 of s, if any.
+func closest(s string, allowed []string) string {
+	best, bestD := "", 3
+	for _, a := range allowed {
+		if d := distance(strings.ToLower(s), strings.ToLower(a)); d < bestD {
+			best, bestD = a, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,273 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/factline/factline/host/id"
+	"github.com/factline/factline/host/ledger"
+	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
+)
+
+var factTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// maxDecideAttempts bounds optimistic retries of a state-dependent ledger
+// decision that lost a race with another writer to the same entity.
+const maxDecideAttempts = 8
+
+// AppendFactInput is a fact to append to an entity's ledger.
+type AppendFactInput struct {
+	EntityID string
+	Type     string
+	Subtype  string
+	SourceID string
+	TraceID  string
+	// Timestamp is when it happened (ms); zero means now.
+	Timestamp int64
+	// Data is the fact's JSON object; nil means {}.
+	Data map[string]any
+	// ExpectedVersion, when non-zero, pins the entity version the fact is
+	// based on; a mismatch is a conflict and nothing is written.
+	ExpectedVersion int64
+}
+
+// AppendFact appends one fact through the entity's ledger.
+func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactInput) (*store.Fact, error) {
+	var errs []problem.FieldError
+	if in.EntityID == "" {
+		errs = append(errs, problem.FieldError{Field: "entity_id", Code: problem.CodeRequired, Message: "entity_id is required"})
+	}
+	switch {
+	case in.Type == "":
+		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeRequired, Message: "type is required"})
+	case !factTypeRe.MatchString(in.Type):
+		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be lowercase letters, digits and underscores"})
+	}
+	if in.Subtype != "" && !factTypeRe.MatchString(in.Subtype) {
+		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeFormat, Message: "subtype must be lowercase letters, digits and underscores"})
+	}
+	if in.Timestamp < 0 {
+		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: "timestamp must be milliseconds since the epoch"})
+	}
+	if in.ExpectedVersion < 0 {
+		errs = append(errs, problem.FieldError{Field: "expected_version", Code: problem.CodeRange, Message: "expected_version must be positive"})
+	}
+	if len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	e, err := s.loadEntity(ctx, tenant, in.EntityID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.entityType(e.Type)
+	if err != nil {
+		return nil, storeErr("append fact", fmt.Errorf("stored entity %s has undeclared type %q", e.ID, e.Type))
+	}
+	if !t.AllowsFact(in.Type) {
+		return nil, problem.Validation([]problem.FieldError{{Field: "type", Code: problem.CodeEnum,
+			Message: fmt.Sprintf("fact type %s is not declared by entity type %s", in.Type, t.Name)}})
+	}
+	if in.Data == nil {
+		in.Data = map[string]any{}
+	}
+	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: mustJSON(in.Data)})
+	facts, err := s.Execute(ctx, tenant, e, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID}, in.ExpectedVersion)
+	if err != nil {
+		return nil, err
+	}
+	if len(facts) != 1 {
+		return nil, storeErr("append fact", fmt.Errorf("ledger %s recorded %d facts for one append", t.Ledger, len(facts)))
+	}
+	return &facts[0], nil
+}
+
+// Provenance is copied onto every fact a command records.
+type Provenance struct {
+	SourceID string
+	TraceID  string
+}
+
+// Execute runs a command through the entity's ledger and records the facts
+// it decides, with their folded state, in one group commit. With a
+// state-dependent ledger the decision is pinned to the entity version it
+// was made on and retried when another writer got there first.
+// expectedVersion, when non-zero, is the caller's own pin and is never
+// retried.
+func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, error) {
+	t, err := s.entityType(e.Type)
+	if err != nil {
+		return nil, err
+	}
+	l := s.ledgerFor(t)
+	cmd.TenantID, cmd.EntityID, cmd.EntityType = tenant, e.ID, e.Type
+	for attempt := 1; ; attempt++ {
+		if expectedVersion != 0 && e.Version != expectedVersion {
+			return nil, versionConflict(e.ID, e.Version, expectedVersion)
+		}
+		cmd.Now = s.nowMS()
+		dec, err := l.Decide(ctx, e.State, cmd)
+		if err != nil {
+			return nil, decideErr(err)
+		}
+		if len(dec.Facts) == 0 {
+			return nil, nil
+		}
+		pin := expectedVersion
+		if pin == 0 && l.StateDependent() {
+			pin = e.Version
+		}
+		items, err := s.factItems(ctx, tenant, e, t.AllowsFact, l, dec.Facts, prov, pin, cmd.Now)
+		if err != nil {
+			return nil, err
+		}
+		results, err := s.appender.append(ctx, items)
+		if err != nil {
+			return nil, storeErr("append facts", err)
+		}
+		if ferr := results[0].Err; ferr != nil {
+			switch {
+			case errors.Is(ferr, store.ErrNotFound):
+				return nil, entityNotFound(e.ID)
+			case errors.Is(ferr, store.ErrVersionConflict) && expectedVersion == 0 && attempt < maxDecideAttempts:
+				if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
+					return nil, err
+				}
+				continue
+			case errors.Is(ferr, store.ErrVersionConflict):
+				latest, lerr := s.store.GetEntity(ctx, tenant, e.ID)
+				if lerr != nil {
+					return nil, problem.Newf(problem.Conflict, "Entity %s has changed", e.ID)
+				}
+				return nil, versionConflict(e.ID, latest.Version, pin)
+			default:
+				return nil, storeErr("append fact", ferr)
+			}
+		}
+		facts := make([]store.Fact, 0, len(results))
+		for _, r := range results {
+			if r.Err != nil {
+				// Later items are pinned to the versions the first one
+				// produced, so they fail only with the first.
+				return nil, storeErr("append facts", fmt.Errorf("partial append: %w", r.Err))
+			}
+			facts = append(facts, r.Fact)
+		}
+		return facts, nil
+	}
+}
+
+func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity, allowed func(string) bool, l ledger.Ledger, decided []ledger.NewFact, prov Provenance, pin, now int64) ([]store.Append, error) {
+	items := make([]store.Append, len(decided))
+	state := e.State
+	for i, nf := range decided {
+		if !allowed(nf.Type) {
+			return nil, storeErr("decide", fmt.Errorf("ledger %s decided fact type %q, which entity type %s does not declare", l.Name(), nf.Type, e.Type))
+		}
+		ts := nf.Timestamp
+		if ts == 0 {
+			ts = now
+		}
+		data := nf.Data
+		if len(data) == 0 {
+			data = json.RawMessage(`{}`)
+		}
+		f := store.Fact{
+			ID:        id.New(id.Fact),
+			TenantID:  tenant,
+			EntityID:  e.ID,
+			Type:      nf.Type,
+			Subtype:   nf.Subtype,
+			SourceID:  prov.SourceID,
+			TraceID:   prov.TraceID,
+			Timestamp: ts,
+			Data:      data,
+			CreatedAt: now,
+		}
+		items[i] = store.Append{Fact: f}
+		if pin != 0 {
+			items[i].ExpectedVersion = pin + int64(i)
+		}
+		if l.StateDependent() {
+			f.EntityType = e.Type
+			f.Seq = e.Version + int64(i) // provisional; the ledger must not depend on it
+			next, err := l.Evolve(ctx, state, mustJSON(NewFactView(&f)))
+			if err != nil {
+				return nil, storeErr("evolve", err)
+			}
+			state = next
+		}
+	}
+	if l.StateDependent() {
+		items[len(items)-1].State = state
+	}
+	return items, nil
+}
+
+func decideErr(err error) error {
+	var be *ledger.BusinessError
+	if errors.As(err, &be) {
+		return &problem.Error{Kind: problem.Unprocessable, Detail: be.Message, Errors: []problem.FieldError{{Field: "command", Code: be.Code, Message: be.Message}}, Err: err}
+	}
+	if errors.Is(err, ledger.ErrUnknownCommand) {
+		return problem.Wrap(problem.BadRequest, "The entity's ledger does not serve this command", err)
+	}
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return storeErr("decide", err)
+}
+
+// GetFact returns a fact of the tenant.
+func (s *Service) GetFact(ctx context.Context, tenant, factID string) (*store.Fact, error) {
+	f, err := s.store.GetFact(ctx, tenant, factID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, problem.Newf(problem.NotFound, "Fact %s not found", factID)
+	}
+	if err != nil {
+		return nil, storeErr("get fact", err)
+	}
+	return f, nil
+}
+
+// FactPage is one page of an entity's ledger.
+type FactPage struct {
+	Items   []store.Fact
+	Cursor  string
+	HasMore bool
+}
+
+// ListEntityFacts pages through an entity's facts in seq order.
+func (s *Service) ListEntityFacts(ctx context.Context, tenant, entityID, cursor string, limit int) (*FactPage, error) {
+	limit, err := PageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := DecodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	var afterSeq int64
+	if after != "" {
+		if _, err := fmt.Sscanf(after, "%d", &afterSeq); err != nil || afterSeq < 0 {
+			return nil, problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+		}
+	}
+	if _, err := s.loadEntity(ctx, tenant, entityID); err != nil {
+		return nil, err
+	}
+	rows, err := s.store.ListEntityFacts(ctx, tenant, entityID, afterSeq, limit+1)
+	if err != nil {
+		return nil, storeErr("list facts", err)
+	}
+	page := &FactPage{Items: rows}
+	if len(rows) > limit {
+		page.Items, page.HasMore = rows[:limit], true
+		page.Cursor = EncodeCursor(fmt.Sprint(rows[limit-1].Seq))
+	}
+	return page, nil
+}

@@ -1,0 +1,123 @@
+// Package platform implements the rules of Factline's three primitives,
+// entities, facts and configs, on top of a [store.Store]: validation against
+// the domain manifest, ledger decisions, tenant scoping, optimistic
+// concurrency and group-committed fact appends.
+//
+// Every method takes the caller's tenant explicitly; nothing in this package
+// can read or write across tenants. User-facing failures are returned as
+// *problem.Error so that every transport reports them the same way.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/factline/factline/host/ledger"
+	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
+)
+
+// Options configure a Service.
+type Options struct {
+	Store   store.Store
+	Domain  *manifest.Domain
+	Ledgers ledger.Registry
+	Logger  *slog.Logger
+	// Now returns the current time; defaults to time.Now.
+	Now func() time.Time
+	// MaxBatch bounds how many fact appends are committed together
+	// (default 128).
+	MaxBatch int
+}
+
+// Service is the platform. It is safe for concurrent use.
+type Service struct {
+	store    store.Store
+	domain   *manifest.Domain
+	ledgers  ledger.Registry
+	log      *slog.Logger
+	now      func() time.Time
+	appender *appender
+	configs  map[string]ConfigValidator
+}
+
+// New checks the options, applies defaults and starts the group-commit
+// appender. Call Close to stop it.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("platform: a store is required")
+	}
+	if opts.Domain == nil {
+		return nil, errors.New("platform: a domain manifest is required")
+	}
+	if opts.Ledgers == nil {
+		opts.Ledgers = ledger.Builtin()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
+	}
+	for _, name := range opts.Domain.EntityTypeNames() {
+		t := opts.Domain.Entities[name]
+		if _, ok := opts.Ledgers.Ledger(t.Ledger); !ok {
+			return nil, fmt.Errorf("platform: entity type %q names ledger %q, which is not registered", name, t.Ledger)
+		}
+	}
+	s := &Service{
+		store:   opts.Store,
+		domain:  opts.Domain,
+		ledgers: opts.Ledgers,
+		log:     opts.Logger,
+		now:     opts.Now,
+		configs: map[string]ConfigValidator{},
+	}
+	s.appender = newAppender(opts.Store, opts.MaxBatch)
+	return s, nil
+}
+
+// Close stops the appender after the batches in flight are committed.
+func (s *Service) Close() { s.appender.close() }
+
+// Store returns the underlying store.
+func (s *Service) Store() store.Store { return s.store }
+
+// Domain returns the domain manifest the service validates against.
+func (s *Service) Domain() *manifest.Domain { return s.domain }
+
+func (s *Service) nowMS() int64 { return s.now().UnixMilli() }
+
+// entityType resolves a type name or returns the contract's bad request.
+func (s *Service) entityType(name string) (*manifest.EntityType, error) {
+	t, ok := s.domain.Entities[name]
+	if !ok {
+		return nil, problem.Newf(problem.BadRequest, "Unknown entity type: %s", name)
+	}
+	return t, nil
+}
+
+func (s *Service) ledgerFor(t *manifest.EntityType) ledger.Ledger {
+	l, _ := s.ledgers.Ledger(t.Ledger) // checked in New
+	return l
+}
+
+func entityNotFound(id string) error {
+	return problem.Newf(problem.NotFound, "Entity %s not found", id)
+}
+
+// storeErr maps an unexpected store error to an internal problem, keeping
+// the cause for logs.
+func storeErr(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return problem.Wrap(problem.Timeout, "The request took too long and was abandoned", err)
+	}
+	return fmt.Errorf("platform: %s: %w", op, err)
+}

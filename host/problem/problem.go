@@ -1,0 +1,157 @@
+// Package problem defines the RFC 7807 problem details every Factline error
+// becomes on the wire, and the catalogue of slugs, titles and statuses fixed
+// by the contract.
+//
+// Handlers and services return errors; one place (the HTTP error handler)
+// turns them into problems with [From], so no handler writes an error body
+// itself.
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// ContentType is the media type of every error response.
+const ContentType = "application/problem+json"
+
+// Kind is one entry of the problem catalogue.
+type Kind struct {
+	Status int
+	Slug   string
+	Title  string
+}
+
+// The catalogue. Slugs and titles are part of the contract.
+var (
+	BadRequest           = Kind{http.StatusBadRequest, "bad-request", "Bad Request"}
+	ValidationFailed     = Kind{http.StatusBadRequest, "validation-failed", "Validation Failed"}
+	Unauthorized         = Kind{http.StatusUnauthorized, "unauthorized", "Unauthorized"}
+	Forbidden            = Kind{http.StatusForbidden, "forbidden", "Forbidden"}
+	NotFound             = Kind{http.StatusNotFound, "not-found", "Not Found"}
+	MethodNotAllowed     = Kind{http.StatusMethodNotAllowed, "method-not-allowed", "Method Not Allowed"}
+	Conflict             = Kind{http.StatusConflict, "conflict", "Conflict"}
+	PayloadTooLarge      = Kind{http.StatusRequestEntityTooLarge, "payload-too-large", "Payload Too Large"}
+	UnsupportedMediaType = Kind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported Media Type"}
+	Unprocessable        = Kind{http.StatusUnprocessableEntity, "unprocessable", "Unprocessable Entity"}
+	RateLimitExceeded    = Kind{http.StatusTooManyRequests, "rate-limit-exceeded", "Too Many Requests"}
+	Internal             = Kind{http.StatusInternalServerError, "internal", "Internal Server Error"}
+	Unavailable          = Kind{http.StatusServiceUnavailable, "unavailable", "Service Unavailable"}
+	Timeout              = Kind{http.StatusGatewayTimeout, "timeout", "Gateway Timeout"}
+)
+
+// Catalogue lists every kind, for documentation pages and tests.
+var Catalogue = []Kind{
+	BadRequest, ValidationFailed, Unauthorized, Forbidden, NotFound,
+	MethodNotAllowed, Conflict, PayloadTooLarge, UnsupportedMediaType,
+	Unprocessable, RateLimitExceeded, Internal, Unavailable, Timeout,
+}
+
+// FieldError is one field-level validation error.
+type FieldError struct {
+	Field   string `json:"field"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Field error codes.
+const (
+	CodeRequired     = "required"
+	CodeType         = "type"
+	CodeEnum         = "enum"
+	CodeUnknownField = "unknown_field"
+	CodeFormat       = "format"
+	CodeRange        = "range"
+)
+
+// Error is an error that knows its problem kind and detail text. It is the
+// only error type that reaches clients with its detail; anything else is
+// reported as an internal error without internals.
+type Error struct {
+	Kind   Kind
+	Detail string
+	Errors []FieldError
+	// Headers are set on the response (for example Retry-After).
+	Headers map[string]string
+	// Err is the underlying cause, logged but never shown.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Kind.Slug, e.Detail, e.Err)
+	}
+	return e.Kind.Slug + ": " + e.Detail
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New returns a problem error of kind k with a detail text.
+func New(k Kind, detail string) *Error { return &Error{Kind: k, Detail: detail} }
+
+// Newf is New with a formatted detail.
+func Newf(k Kind, format string, args ...any) *Error {
+	return &Error{Kind: k, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns a problem error of kind k with a detail, keeping cause for
+// logs.
+func Wrap(k Kind, detail string, cause error) *Error {
+	return &Error{Kind: k, Detail: detail, Err: cause}
+}
+
+// Validation returns the contract's validation-failed problem listing every
+// field error.
+func Validation(errs []FieldError) *Error {
+	return &Error{Kind: ValidationFailed, Detail: "Request validation failed", Errors: errs}
+}
+
+// From finds the problem error in err's chain; any other error becomes an
+// internal problem whose detail reveals nothing.
+func From(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &Error{Kind: Internal, Detail: "An internal error occurred; quote the trace_id when reporting it", Err: err}
+}
+
+// Body is the JSON body of a problem response.
+type Body struct {
+	Type     string       `json:"type"`
+	Title    string       `json:"title"`
+	Status   int          `json:"status"`
+	Detail   string       `json:"detail"`
+	Instance string       `json:"instance"`
+	Errors   []FieldError `json:"errors,omitempty"`
+	TraceID  string       `json:"trace_id,omitempty"`
+}
+
+// Body renders e for a request id. docsURL is the base of the type URI,
+// without a trailing slash.
+func (e *Error) Body(docsURL, requestID string) Body {
+	return Body{
+		Type:     docsURL + "/errors/" + e.Kind.Slug,
+		Title:    e.Kind.Title,
+		Status:   e.Kind.Status,
+		Detail:   e.Detail,
+		Instance: "/errors/" + requestID,
+		Errors:   e.Errors,
+		TraceID:  requestID,
+	}
+}
+
+// ForStatus returns the catalogue kind for an HTTP status, falling back to
+// Internal for 5xx and BadRequest for other 4xx.
+func ForStatus(status int) Kind {
+	for _, k := range Catalogue {
+		if k.Status == status && k.Slug != ValidationFailed.Slug {
+			return k
+		}
+	}
+	if status >= 500 {
+		return Internal
+	}
+	return BadRequest
+}

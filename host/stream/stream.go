@@ -1,0 +1,199 @@
+// Package stream delivers the fact log to named, durable consumers:
+// projections, subscription handlers and webhook matching.
+//
+// Each consumer keeps a checkpoint (the global position of the last fact it
+// finished) in the database and receives every fact after it, in global
+// order, at least once: a crash between handling a batch and saving the
+// checkpoint replays that batch, so handlers must be idempotent (facts carry
+// ids for that). Consumers wake promptly on new facts through the store's
+// notifications (LISTEN/NOTIFY on Postgres, an in-process signal on the
+// embedded store) and poll as a fallback.
+//
+// The store assigns positions from a counter locked until commit, so a
+// position becomes visible only after every lower one is: a consumer that
+// read position p can never later find a new fact below p, the sequence-gap
+// trap of outboxes fed by a plain sequence. The consumer still checks that
+// each batch continues its checkpoint exactly and stops to re-read if not.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factline/factline/host/store"
+)
+
+// Handler processes facts in position order. Returning an error retries
+// the same batch after a backoff; the checkpoint does not move.
+type Handler func(ctx context.Context, facts []store.Fact) error
+
+// Consumer is one named reader of the fact log.
+type Consumer struct {
+	Name    string
+	Store   store.Store
+	Handler Handler
+	// BatchSize bounds facts per Handler call (default 256).
+	BatchSize int
+	// PollInterval is the fallback wake-up when no notification arrives
+	// (default 2 s).
+	PollInterval time.Duration
+	Logger       *slog.Logger
+	Metrics      *Metrics
+}
+
+// Metrics are the stream gauges, shared by all consumers of a process.
+type Metrics struct {
+	lag      *prometheus.GaugeVec
+	position *prometheus.GaugeVec
+	errors   *prometheus.CounterVec
+}
+
+// NewMetrics registers the stream metrics.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factline_stream_consumer_lag",
+			Help: "Facts committed but not yet processed by the consumer.",
+		}, []string{"consumer"}),
+		position: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "factline_stream_consumer_position",
+			Help: "Global position of the last fact the consumer finished.",
+		}, []string{"consumer"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "factline_stream_consumer_errors_total",
+			Help: "Batches the consumer's handler failed and will retry.",
+		}, []string{"consumer"}),
+	}
+	for _, c := range []prometheus.Collector{m.lag, m.position, m.errors} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("stream: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// errGap reports a batch that does not continue the checkpoint.
+var errGap = errors.New("stream: position gap")
+
+// Run consumes until ctx ends; it returns nil then. It returns an error only
+// when it cannot start (for example the checkpoint cannot be read).
+func (c *Consumer) Run(ctx context.Context) error {
+	if c.Name == "" || c.Store == nil || c.Handler == nil {
+		return errors.New("stream: consumer needs a name, a store and a handler")
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 256
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 2 * time.Second
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("consumer", c.Name)
+
+	wake, err := c.Store.SubscribeFacts(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s: subscribe: %w", c.Name, err)
+	}
+	pos, err := c.Store.GetCheckpoint(ctx, c.Name)
+	if err != nil {
+		return fmt.Errorf("stream %s: read checkpoint: %w", c.Name, err)
+	}
+	backoff := newBackoff()
+	for {
+		n, err := c.step(ctx, &pos)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if c.Metrics != nil {
+				c.Metrics.errors.WithLabelValues(c.Name).Inc()
+			}
+			d := backoff.next()
+			log.Warn("stream batch failed; retrying", "position", pos, "retry_in", d, "err", err)
+			if !sleep(ctx, d) {
+				return nil
+			}
+			continue
+		}
+		backoff.reset()
+		c.observe(ctx, pos)
+		if n == c.BatchSize {
+			continue // more may be waiting
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-time.After(c.PollInterval):
+		}
+	}
+}
+
+// step handles one batch after *pos and advances the checkpoint.
+func (c *Consumer) step(ctx context.Context, pos *int64) (int, error) {
+	facts, err := c.Store.ReadFacts(ctx, *pos, c.BatchSize)
+	if err != nil {
+		return 0, fmt.Errorf("read facts: %w", err)
+	}
+	if len(facts) == 0 {
+		return 0, nil
+	}
+	for i := range facts {
+		if facts[i].Position != *pos+int64(i)+1 {
+			return 0, fmt.Errorf("%w: expected %d, read %d", errGap, *pos+int64(i)+1, facts[i].Position)
+		}
+	}
+	if err := c.Handler(ctx, facts); err != nil {
+		return 0, fmt.Errorf("handler: %w", err)
+	}
+	next := facts[len(facts)-1].Position
+	if err := c.Store.SetCheckpoint(ctx, c.Name, next); err != nil {
+		return 0, fmt.Errorf("save checkpoint: %w", err)
+	}
+	*pos = next
+	return len(facts), nil
+}
+
+func (c *Consumer) observe(ctx context.Context, pos int64) {
+	if c.Metrics == nil {
+		return
+	}
+	c.Metrics.position.WithLabelValues(c.Name).Set(float64(pos))
+	if head, err := c.Store.HeadPosition(ctx); err == nil {
+		c.Metrics.lag.WithLabelValues(c.Name).Set(float64(head - pos))
+	}
+}
+
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{} }
+
+func (b *backoff) next() time.Duration {
+	if b.d == 0 {
+		b.d = 100 * time.Millisecond
+	} else if b.d < 30*time.Second {
+		b.d *= 2
+	}
+	return b.d
+}
+
+func (b *backoff) reset() { b.d = 0 }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
