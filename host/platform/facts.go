@@ -104,6 +104,19 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 	}
 	l := s.ledgerFor(t)
 	cmd.TenantID, cmd.EntityID, cmd.EntityType = tenant, e.ID, e.Type
+	if l.StateDependent() {
+		// Writers to one entity in this process take turns, so they never
+		// race each other's optimistic pins; other processes sharing the
+		// database are still caught by the version check and retried.
+		unlock := s.locks.lock(tenant, e.ID)
+		defer unlock()
+		if expectedVersion == 0 {
+			// The caller's copy may predate a writer that held the lock.
+			if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		if expectedVersion != 0 && e.Version != expectedVersion {
 			return nil, versionConflict(e.ID, e.Version, expectedVersion)

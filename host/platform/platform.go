@@ -42,6 +42,7 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	appender *appender
+	locks    *stripedLock
 	configs  map[string]ConfigValidator
 }
 
@@ -81,6 +82,7 @@ func New(opts Options) (*Service, error) {
 		configs: map[string]ConfigValidator{},
 	}
 	s.appender = newAppender(opts.Store, opts.MaxBatch)
+	s.locks = newStripedLock(1024)
 	return s, nil
 }
 

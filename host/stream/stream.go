@@ -77,6 +77,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// Lag returns the lag gauge of a consumer.
+func (m *Metrics) Lag(consumer string) prometheus.Gauge { return m.lag.WithLabelValues(consumer) }
+
 // errGap reports a batch that does not continue the checkpoint.
 var errGap = errors.New("stream: position gap")
 
@@ -109,6 +112,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	backoff := newBackoff()
 	for {
 		n, err := c.step(ctx, &pos)
+		if err == nil {
+			c.observe(ctx, pos)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -124,7 +130,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		backoff.reset()
-		c.observe(ctx, pos)
 		if n == c.BatchSize {
 			continue // more may be waiting
 		}
@@ -155,7 +160,11 @@ func (c *Consumer) step(ctx context.Context, pos *int64) (int, error) {
 		return 0, fmt.Errorf("handler: %w", err)
 	}
 	next := facts[len(facts)-1].Position
-	if err := c.Store.SetCheckpoint(ctx, c.Name, next); err != nil {
+	// The batch is handled: record that even if we are being stopped, so a
+	// clean shutdown does not replay it.
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.Store.SetCheckpoint(saveCtx, c.Name, next); err != nil {
 		return 0, fmt.Errorf("save checkpoint: %w", err)
 	}
 	*pos = next
@@ -167,7 +176,9 @@ func (c *Consumer) observe(ctx context.Context, pos int64) {
 		return
 	}
 	c.Metrics.position.WithLabelValues(c.Name).Set(float64(pos))
-	if head, err := c.Store.HeadPosition(ctx); err == nil {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if head, err := c.Store.HeadPosition(hctx); err == nil {
 		c.Metrics.lag.WithLabelValues(c.Name).Set(float64(head - pos))
 	}
 }

@@ -47,15 +47,21 @@ func Location(t testing.TB, backend string) string {
 // caller closes it.
 func OpenAt(t testing.TB, backend, location string) store.Store {
 	t.Helper()
+	return OpenHooked(t, backend, location, store.Hooks{})
+}
+
+// OpenHooked is OpenAt with test hooks installed in the store.
+func OpenHooked(t testing.TB, backend, location string, hooks store.Hooks) store.Store {
+	t.Helper()
 	var (
 		st  store.Store
 		err error
 	)
 	switch backend {
 	case "postgres":
-		st, err = postgres.Open(t.Context(), location, postgres.Options{Logger: quiet})
+		st, err = postgres.Open(t.Context(), location, postgres.Options{Logger: quiet, Hooks: hooks})
 	case "sqlite":
-		st, err = sqlite.Open(t.Context(), location, sqlite.Options{Logger: quiet})
+		st, err = sqlite.Open(t.Context(), location, sqlite.Options{Logger: quiet, Hooks: hooks})
 	default:
 		t.Fatalf("teststore: unknown backend %q", backend)
 	}

@@ -1,0 +1,334 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// loadParams shape every scenario: how many concurrent clients, how long
+// they run before measuring starts, and how long the measured window is.
+type loadParams struct {
+	Clients  int
+	Warmup   time.Duration
+	Duration time.Duration
+}
+
+// defaultParams are the acceptance settings. BENCH_WARMUP and
+// BENCH_DURATION (Go durations) override the times for quick local runs;
+// RESULTS.md records what was used.
+func defaultParams() (loadParams, error) {
+	p := loadParams{Clients: 64, Warmup: 2 * time.Second, Duration: 10 * time.Second}
+	for _, v := range []struct {
+		env string
+		dst *time.Duration
+	}{{"BENCH_WARMUP", &p.Warmup}, {"BENCH_DURATION", &p.Duration}} {
+		if s := os.Getenv(v.env); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 || (v.env == "BENCH_DURATION" && d == 0) {
+				return p, fmt.Errorf("%s=%q: want a positive Go duration such as 10s", v.env, s)
+			}
+			*v.dst = d
+		}
+	}
+	return p, nil
+}
+
+// opFunc performs one operation (one fact append) for client worker in its
+// iter-th round. A non-nil error counts as a failed operation.
+type opFunc func(ctx context.Context, worker, iter int) error
+
+// loadResult is what one scenario measured.
+type loadResult struct {
+	Name   string
+	Params loadParams
+	// Window is the measured wall time (the nominal Duration, give or take
+	// scheduling).
+	Window time.Duration
+	// Ops counts operations that succeeded and completed inside the
+	// measured window; Lat holds their latencies, sorted.
+	Ops int64
+	Lat []time.Duration
+	// OK counts every successful operation of the run, warm-up and the
+	// requests still in flight at the end included: it is what the
+	// database must hold afterwards.
+	OK int64
+	// Errors counts failed operations of the whole run; FirstErrs keeps a
+	// few of their messages.
+	Errors    int64
+	FirstErrs []string
+	Server    serverDelta
+}
+
+// Rate is successful operations per second of the measured window.
+func (r *loadResult) Rate() float64 {
+	if r.Window <= 0 {
+		return 0
+	}
+	return float64(r.Ops) / r.Window.Seconds()
+}
+
+// Pct returns the p-quantile (0 < p <= 1) of the measured latencies by the
+// nearest-rank method.
+func (r *loadResult) Pct(p float64) time.Duration {
+	n := len(r.Lat)
+	if n == 0 {
+		return 0
+	}
+	k := int(math.Ceil(p*float64(n))) - 1
+	k = max(0, min(k, n-1))
+	return r.Lat[k]
+}
+
+// runLoad runs op from p.Clients goroutines for p.Warmup+p.Duration and
+// measures the operations that complete inside the last p.Duration. No
+// new operation starts after the window closes; the ones in flight are
+// awaited (and counted in OK and Errors, not in Ops). mon, when non-nil,
+// samples server counters at the window's edges; profile, when non-empty,
+// is a file that receives a CPU profile of this process over the window.
+func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *monitor, profile string) (*loadResult, error) {
+	type workerOut struct {
+		lat    []time.Duration
+		ok     int64
+		errors int64
+		errs   []string
+	}
+	outs := make([]workerOut, p.Clients)
+	start := time.Now()
+	windowStart := start.Add(p.Warmup)
+	windowEnd := windowStart.Add(p.Duration)
+
+	// Sample the server and the CPU at the window's edges.
+	var (
+		sampleErr   error
+		before      serverSample
+		after       serverSample
+		sampler     sync.WaitGroup
+		profileFile *os.File
+	)
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		sleepUntil(ctx, windowStart)
+		if mon != nil {
+			before, sampleErr = mon.sample(ctx)
+		}
+		if profile != "" {
+			f, err := os.Create(profile)
+			if err == nil {
+				if err = pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+				} else {
+					profileFile = f
+				}
+			}
+			if err != nil && sampleErr == nil {
+				sampleErr = fmt.Errorf("cpu profile: %w", err)
+			}
+		}
+		sleepUntil(ctx, windowEnd)
+		if profileFile != nil {
+			pprof.StopCPUProfile()
+			profileFile.Close()
+		}
+		if mon != nil && sampleErr == nil {
+			after, sampleErr = mon.sample(ctx)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	var stopped atomic.Bool
+	for w := range p.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := &outs[w]
+			out.lat = make([]time.Duration, 0, 1<<12)
+			for iter := 0; ; iter++ {
+				t0 := time.Now()
+				if !t0.Before(windowEnd) || ctx.Err() != nil || stopped.Load() {
+					return
+				}
+				err := op(ctx, w, iter)
+				t1 := time.Now()
+				if err != nil {
+					out.errors++
+					if len(out.errs) < 3 {
+						out.errs = append(out.errs, err.Error())
+					}
+					if out.errors >= 1000 {
+						// Something is badly wrong; stop hammering it.
+						stopped.Store(true)
+					}
+					continue
+				}
+				out.ok++
+				if !t1.Before(windowStart) && !t1.After(windowEnd) {
+					out.lat = append(out.lat, t1.Sub(t0))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sampler.Wait()
+
+	r := &loadResult{Name: name, Params: p, Window: p.Duration}
+	for _, o := range outs {
+		r.Lat = append(r.Lat, o.lat...)
+		r.OK += o.ok
+		r.Errors += o.errors
+		for _, e := range o.errs {
+			if len(r.FirstErrs) < 5 {
+				r.FirstErrs = append(r.FirstErrs, e)
+			}
+		}
+	}
+	slices.Sort(r.Lat)
+	r.Ops = int64(len(r.Lat))
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	if sampleErr != nil {
+		return r, sampleErr
+	}
+	if mon != nil {
+		r.Server = after.sub(before)
+	}
+	return r, nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+}
+
+// monitor samples server-wide counters that show where the time goes:
+// PostgreSQL write transactions (transaction ids handed out), WAL bytes,
+// and the CPU time of this process and of the whole machine.
+type monitor struct {
+	pool *pgxpool.Pool
+}
+
+type serverSample struct {
+	at       time.Time
+	xid      int64 // next transaction id to be assigned
+	walBytes int64 // current WAL insert position
+	selfCPU  time.Duration
+	hostBusy time.Duration // summed over all CPUs
+	hostAll  time.Duration
+}
+
+// serverDelta is the change of a serverSample over the measured window.
+type serverDelta struct {
+	Wall     time.Duration
+	WriteTxs int64
+	WALBytes int64
+	SelfCPU  time.Duration
+	HostBusy time.Duration
+	HostAll  time.Duration
+}
+
+func (a serverSample) sub(b serverSample) serverDelta {
+	return serverDelta{
+		Wall:     a.at.Sub(b.at),
+		WriteTxs: a.xid - b.xid,
+		WALBytes: a.walBytes - b.walBytes,
+		SelfCPU:  a.selfCPU - b.selfCPU,
+		HostBusy: a.hostBusy - b.hostBusy,
+		HostAll:  a.hostAll - b.hostAll,
+	}
+}
+
+func (m *monitor) sample(ctx context.Context) (serverSample, error) {
+	s := serverSample{at: time.Now()}
+	// pg_current_snapshot does not assign a transaction id, so sampling
+	// does not disturb the count; xmax is the next id to be assigned.
+	err := m.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+       (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&s.xid, &s.walBytes)
+	if err != nil {
+		return s, fmt.Errorf("sample server counters: %w", err)
+	}
+	if s.selfCPU, err = selfCPU(); err != nil {
+		return s, err
+	}
+	if s.hostBusy, s.hostAll, err = hostCPU(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// clockTick is USER_HZ, the unit of /proc CPU times; 100 on every Linux
+// platform Go supports.
+const clockTick = 10 * time.Millisecond
+
+// selfCPU returns the user+system CPU time of this process.
+func selfCPU() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/self/stat: unexpected format")
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3; utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/self/stat: unexpected format")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/self/stat: unexpected format")
+	}
+	return time.Duration(ut+st) * clockTick, nil
+}
+
+// hostCPU returns the busy and total CPU time of the machine, summed over
+// its CPUs (idle and iowait count as not busy).
+func hostCPU() (busy, all time.Duration, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected format")
+	}
+	var total, idle int64
+	// user nice system idle iowait irq softirq steal (guest time is
+	// already inside user and nice).
+	for i, v := range f[1:min(len(f), 9)] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += n
+		if i == 3 || i == 4 {
+			idle += n
+		}
+	}
+	return time.Duration(total-idle) * clockTick, time.Duration(total) * clockTick, nil
+}

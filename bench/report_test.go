@@ -1,0 +1,411 @@
+//go:build bench
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// benchEnv describes where a benchmark ran.
+type benchEnv struct {
+	Date       time.Time
+	Uname      string
+	CPUModel   string
+	Cores      int
+	GOMAXPROCS int
+	MemTotal   string
+	GoVersion  string
+	PGVersion  string
+	settings   [][2]string
+	// Disk: latency of an 8 KiB overwrite plus fdatasync, the shape of a
+	// WAL flush, in the test's temporary directory.
+	FsyncDir      string
+	FsyncN        int
+	FsyncP50      time.Duration
+	FsyncP99      time.Duration
+	FsyncProbeErr error
+}
+
+// Setting returns a PostgreSQL setting read by collectEnv.
+func (e *benchEnv) Setting(name string) string {
+	for _, kv := range e.settings {
+		if kv[0] == name {
+			return kv[1]
+		}
+	}
+	return ""
+}
+
+// pgSettings are the server settings worth recording next to the figures.
+var pgSettings = []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "commit_delay",
+	"shared_buffers", "max_wal_size", "max_connections"}
+
+func collectEnv(ctx context.Context, dbURL, tmpDir string) (*benchEnv, error) {
+	e := &benchEnv{
+		Date:       time.Now().UTC(),
+		Cores:      runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GoVersion:  runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		CPUModel:   procField("/proc/cpuinfo", "model name"),
+		MemTotal:   procField("/proc/meminfo", "MemTotal"),
+	}
+	if out, err := exec.Command("uname", "-a").Output(); err == nil {
+		e.Uname = strings.TrimSpace(string(out))
+	} else {
+		var u syscall.Utsname
+		if syscall.Uname(&u) == nil {
+			e.Uname = utsString(u.Sysname[:]) + " " + utsString(u.Nodename[:]) + " " + utsString(u.Release[:]) + " " +
+				utsString(u.Version[:]) + " " + utsString(u.Machine[:])
+		}
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to read server settings: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := conn.QueryRow(ctx, `SHOW server_version`).Scan(&e.PGVersion); err != nil {
+		return nil, fmt.Errorf("read server version: %w", err)
+	}
+	for _, name := range pgSettings {
+		var v string
+		if err := conn.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v); err != nil {
+			return nil, fmt.Errorf("read setting %s: %w", name, err)
+		}
+		e.settings = append(e.settings, [2]string{name, v})
+	}
+	e.FsyncDir = tmpDir
+	e.FsyncN, e.FsyncP50, e.FsyncP99, e.FsyncProbeErr = fsyncProbe(tmpDir)
+	return e, nil
+}
+
+func utsString(b []int8) string {
+	s := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}
+
+// procField returns the value of the first "key : value" line of a /proc
+// file with that key, or "unknown".
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// fsyncProbe times 8 KiB overwrites of a preallocated file, each followed
+// by fdatasync, for at most 200 rounds or two seconds.
+func fsyncProbe(dir string) (n int, p50, p99 time.Duration, err error) {
+	f, err := os.Create(filepath.Join(dir, "fsync-probe"))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.Close()
+	const block, blocks = 8 << 10, 64
+	buf := make([]byte, block)
+	if _, err := f.Write(make([]byte, block*blocks)); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, 0, 0, err
+	}
+	var lat []time.Duration
+	deadline := time.Now().Add(2 * time.Second)
+	for i := 0; i < 200 && time.Now().Before(deadline); i++ {
+		buf[0] = byte(i)
+		t0 := time.Now()
+		if _, err := f.WriteAt(buf, int64(i%blocks)*block); err != nil {
+			return 0, 0, 0, err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return 0, 0, 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	r := loadResult{Lat: lat}
+	return len(lat), r.Pct(0.50), r.Pct(0.99), nil
+}
+
+// appendReport is the outcome of TestFactAppends.
+type appendReport struct {
+	Env    *benchEnv
+	Params loadParams
+
+	ManyBase, ManyHTTP *loadResult
+	HotBase, HotHTTP   *loadResult
+
+	ProductCheck, BaselineCheck *ledgerCheck
+
+	ManyVerdict, HotVerdict string
+	Failures                []string
+}
+
+// evaluate compares the figures with the targets.
+func (r *appendReport) evaluate() {
+	var many, hot []string
+	ratio := r.ratio(r.ManyHTTP, r.ManyBase)
+	if rate := r.ManyHTTP.Rate(); rate < targetManyRate {
+		many = append(many, fmt.Sprintf("%s facts/s < %s", formatInt(int64(rate)), formatInt(int64(targetManyRate))))
+	}
+	if ratio < targetManyRatio {
+		many = append(many, fmt.Sprintf("%.0f%% of the raw baseline < %.0f%%", 100*ratio, 100*targetManyRatio))
+	}
+	if p99 := r.ManyHTTP.Pct(0.99); p99 >= targetManyP99 {
+		many = append(many, fmt.Sprintf("p99 %s >= %s", fmtLatency(p99), fmtLatency(targetManyP99)))
+	}
+	if r.ManyHTTP.Errors > 0 {
+		many = append(many, fmt.Sprintf("%d failed requests", r.ManyHTTP.Errors))
+	}
+	if rate := r.HotHTTP.Rate(); rate < targetHotRate {
+		hot = append(hot, fmt.Sprintf("%s facts/s < %s", formatInt(int64(rate)), formatInt(int64(targetHotRate))))
+	}
+	if !r.ProductCheck.OK() {
+		hot = append(hot, "ledger check failed (seq or positions not gap-free)")
+	}
+	if r.HotHTTP.Errors > 0 {
+		hot = append(hot, fmt.Sprintf("%d failed requests", r.HotHTTP.Errors))
+	}
+	r.ManyVerdict, r.HotVerdict = verdict(many), verdict(hot)
+	for _, m := range many {
+		r.Failures = append(r.Failures, "(a) many entities: "+m)
+	}
+	for _, h := range hot {
+		r.Failures = append(r.Failures, "(b) one hot entity: "+h)
+	}
+	// The baseline must itself be sound, or the ratio means nothing.
+	for _, b := range []*loadResult{r.ManyBase, r.HotBase} {
+		if b.Errors > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%s: %d failed appends", b.Name, b.Errors))
+		}
+	}
+	if !r.BaselineCheck.OK() {
+		r.Failures = append(r.Failures, "raw baseline: ledger check failed")
+	}
+}
+
+func verdict(fails []string) string {
+	if len(fails) == 0 {
+		return "**PASS**"
+	}
+	return "**FAIL**: " + strings.Join(fails, "; ")
+}
+
+func (r *appendReport) ratio(x, base *loadResult) float64 {
+	if base.Rate() == 0 {
+		return 0
+	}
+	return x.Rate() / base.Rate()
+}
+
+// markdown renders the report as the RESULTS.md section (without the
+// markers).
+func (r *appendReport) markdown() string {
+	var b strings.Builder
+	e, p := r.Env, r.Params
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	w("## Fact appends (HTTP, Postgres)\n\n")
+	w("Written by `TestFactAppends` (`bash bench/run.sh`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 MST"))
+	w("| Machine | |\n|---|---|\n")
+	w("| Kernel | `%s` |\n", e.Uname)
+	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
+	w("| Memory | %s |\n", e.MemTotal)
+	w("| Go | %s |\n", e.GoVersion)
+	var set []string
+	for _, kv := range e.settings {
+		set = append(set, kv[0]+"="+kv[1])
+	}
+	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable) on 127.0.0.1: %s |\n", e.PGVersion, strings.Join(set, ", "))
+	if e.FsyncProbeErr != nil {
+		w("| Disk | fdatasync probe failed: %v |\n", e.FsyncProbeErr)
+	} else {
+		w("| Disk | 8 KiB overwrite + fdatasync in the temp dir: p50 %s, p99 %s (%d rounds) |\n", fmtLatency(e.FsyncP50), fmtLatency(e.FsyncP99), e.FsyncN)
+	}
+	w("\n")
+	w("Load: %d concurrent clients per scenario, %s warm-up then %s measured; facts/s counts appends that "+
+		"completed inside the measured window, latency is per append (request sent to response read). ",
+		p.Clients, p.Warmup, p.Duration)
+	w("HTTP: `POST /v1/facts` with `X-API-Key` and `{\"entity_id\":…,\"type\":\"deposit\",\"data\":{\"amount\":1.25}}`, "+
+		"keep-alive HTTP/1.1 over loopback from one shared `net/http` Transport, against Factline started in the same "+
+		"process (`host/app`, Postgres store, group-commit appender). ")
+	w("Raw pgx: the same appends made directly by %d goroutines on a %d-connection pgxpool, one fact per transaction "+
+		"with the statements of `host/store/postgres` (lock `fact_head` and the entity row; update the entity, insert "+
+		"the fact, move the head; commit), in a second database on the same server. "+
+		"(a) spreads appends round-robin over %s accounts; (b) puts every client on one account.\n\n",
+		p.Clients, p.Clients, formatInt(manyEntities))
+
+	w("| Scenario | Path | facts/s | p50 | p99 | vs raw | Target | Result |\n")
+	w("|---|---|---:|---:|---:|---:|---|---|\n")
+	row := func(scn, path string, x *loadResult, vs, target, result string) {
+		w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", scn, path, formatInt(int64(x.Rate()+0.5)),
+			fmtLatency(x.Pct(0.50)), fmtLatency(x.Pct(0.99)), vs, target, result)
+	}
+	row("(a) "+formatInt(manyEntities)+" entities", "raw pgx, 1 fact/tx", r.ManyBase, "100%", "reference", "—")
+	row("(a) "+formatInt(manyEntities)+" entities", "HTTP `POST /v1/facts`", r.ManyHTTP,
+		fmt.Sprintf("%.0f%%", 100*r.ratio(r.ManyHTTP, r.ManyBase)),
+		fmt.Sprintf("≥ %s facts/s, ≥ %.0f%% of raw, p99 < %s", formatInt(int64(targetManyRate)), 100*targetManyRatio, fmtLatency(targetManyP99)),
+		r.ManyVerdict)
+	row("(b) 1 hot entity", "raw pgx, 1 fact/tx", r.HotBase, "100%", "reference", "—")
+	row("(b) 1 hot entity", "HTTP `POST /v1/facts`", r.HotHTTP,
+		fmt.Sprintf("%.0f%%", 100*r.ratio(r.HotHTTP, r.HotBase)),
+		fmt.Sprintf("≥ %s facts/s, seq gap-free", formatInt(int64(targetHotRate))),
+		r.HotVerdict)
+	w("\n")
+
+	w("Ledger checks after both scenarios (every request awaited, then the `facts` table queried):\n\n")
+	check := func(name string, c *ledgerCheck, hot *loadResult) {
+		switch {
+		case c.Err != nil:
+			w("- %s: **check failed to run**: %v\n", name, c.Err)
+		case len(c.Problems) > 0:
+			w("- %s: **FAIL**: %s\n", name, strings.Join(c.Problems, "; "))
+		default:
+			w("- %s: **PASS**: the hot entity's seq is exactly 1..%s (no gaps, no duplicates; version and fact_seq agree) "+
+				"and equals the %s appends its clients saw succeed; every entity's seq is 1..n; global positions are exactly "+
+				"1..%s with `fact_head` at %s, one per successful append.\n",
+				name, formatInt(c.HotFacts), formatInt(hot.OK), formatInt(c.TotalFacts), formatInt(c.HeadPos))
+		}
+	}
+	check("Factline", r.ProductCheck, r.HotHTTP)
+	check("Raw baseline", r.BaselineCheck, r.HotBase)
+	w("\n")
+
+	w("Where the time goes, over each measured window (server-wide PostgreSQL counters; CPU from /proc):\n\n")
+	w("| Scenario | Path | write tx/s | facts per tx | WAL bytes per fact | bench process CPU | machine CPU busy |\n")
+	w("|---|---|---:|---:|---:|---:|---:|\n")
+	diag := func(scn, path string, x *loadResult) {
+		d := x.Server
+		if d.Wall <= 0 {
+			w("| %s | %s | n/a | n/a | n/a | n/a | n/a |\n", scn, path)
+			return
+		}
+		txs := float64(d.WriteTxs) / d.Wall.Seconds()
+		perTx, walPer := "n/a", "n/a"
+		if d.WriteTxs > 0 {
+			perTx = fmt.Sprintf("%.1f", x.Rate()/txs)
+		}
+		if x.Ops > 0 {
+			walPer = formatInt(d.WALBytes / x.Ops)
+		}
+		busy := 0.0
+		if d.HostAll > 0 {
+			busy = 100 * float64(d.HostBusy) / float64(d.HostAll)
+		}
+		w("| %s | %s | %s | %s | %s | %.2f cores | %.0f%% of %d cores |\n", scn, path, formatInt(int64(txs+0.5)), perTx, walPer,
+			d.SelfCPU.Seconds()/d.Wall.Seconds(), busy, e.Cores)
+	}
+	diag("(a)", "raw pgx", r.ManyBase)
+	diag("(a)", "HTTP", r.ManyHTTP)
+	diag("(b)", "raw pgx", r.HotBase)
+	diag("(b)", "HTTP", r.HotHTTP)
+	w("\n")
+	w("\"bench process\" is the Go test process: the HTTP clients and the Factline server for the HTTP rows, the pgx " +
+		"goroutines for the raw rows; the rest of the machine's busy time is mostly PostgreSQL. \"write tx\" counts " +
+		"transaction ids assigned on the server.\n\n")
+	if len(r.Failures) > 0 {
+		w("Targets missed:\n\n")
+		for _, f := range r.Failures {
+			w("- %s\n", f)
+		}
+		w("\n")
+	}
+	w("Reproduce with `make bench` or `bash bench/run.sh` (`BENCH_DURATION`, `BENCH_WARMUP` shorten the windows for a " +
+		"trial; `BENCH_CPUPROFILE=file` writes a CPU profile of the process during the HTTP (a) window).\n")
+	return b.String()
+}
+
+// fmtLatency renders a latency in milliseconds.
+func fmtLatency(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case ms < 1:
+		return fmt.Sprintf("%.2f ms", ms)
+	case ms < 100:
+		return fmt.Sprintf("%.1f ms", ms)
+	default:
+		return fmt.Sprintf("%.0f ms", ms)
+	}
+}
+
+// formatInt renders n with thousands separators.
+func formatInt(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// updateSection replaces the text between <!-- bench:NAME --> and
+// <!-- /bench:NAME --> in the file at path with body, keeping everything
+// else; it appends the section when the markers are missing and creates
+// the file when it does not exist.
+func updateSection(path, name, body string) error {
+	start, end := "<!-- bench:"+name+" -->", "<!-- /bench:"+name+" -->"
+	section := start + "\n" + strings.TrimRight(body, "\n") + "\n" + end + "\n"
+	old, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		old = []byte("# Benchmark results\n\nEach section is written by one benchmark under bench/ (`make bench`) and " +
+			"replaced when it runs again; its figures come from the machine it names.\n\n")
+	case err != nil:
+		return err
+	}
+	s := string(old)
+	i := strings.Index(s, start)
+	j := strings.Index(s, end)
+	switch {
+	case i >= 0 && j > i:
+		rest := s[j+len(end):]
+		rest = strings.TrimPrefix(rest, "\n")
+		s = s[:i] + section + rest
+	case i >= 0 || j >= 0:
+		return fmt.Errorf("%s: unbalanced %s / %s markers; fix them by hand", path, start, end)
+	default:
+		if s != "" && !strings.HasSuffix(s, "\n\n") {
+			s = strings.TrimRight(s, "\n") + "\n\n"
+		}
+		s += section
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,286 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/testutil"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "factline-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "factline")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build factline: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	testutil.Main(m)
+}
+
+// domainManifest is the repo's manifest, resolved from this package.
+func domainManifest(t *testing.T) string {
+	p, err := filepath.Abs("../../manifests/domain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// cli runs the binary to completion and returns stdout, stderr and the
+// exit code.
+func cli(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// server is a running `factline serve` process.
+type server struct {
+	cmd    *exec.Cmd
+	base   string
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
+
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--domain", domainManifest(t)}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
+				lines <- m[1]
+			}
+		}
+	}()
+	select {
+	case s.base = <-lines:
+	case err := <-s.exited:
+		t.Fatalf("serve exited: %v\n%s", err, s.stderr)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not listen within 20 s\n%s", s.stderr)
+	}
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.exited:
+		if err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM\n%s", err, s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30 s of SIGTERM")
+	}
+}
+
+func (s *server) do(t *testing.T, method, path, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+func data(m map[string]any) map[string]any { d, _ := m["data"].(map[string]any); return d }
+
+// TestEmbeddedStartsFast: the embedded default serves /health within
+// seconds on a fresh data dir.
+func TestEmbeddedStartsFast(t *testing.T) {
+	start := time.Now()
+	s := startServer(t, "--data-dir", t.TempDir())
+	code, body := s.do(t, "GET", "/health", "", "")
+	if code != 200 || data(body)["status"] != "ok" {
+		t.Fatalf("health %d %v", code, body)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("health answered after %v", took)
+	}
+	s.stop(t)
+}
+
+func TestRestartKeepsData(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			var storeArgs []string
+			if backend == "postgres" {
+				storeArgs = []string{"--database-url", testutil.Postgres(t)}
+			} else {
+				storeArgs = []string{"--data-dir", t.TempDir()}
+			}
+			key, stderr, code := cli(t, nil, append([]string{"keys", "create", "--tenant", "acme", "--mode", "live"}, storeArgs...)...)
+			key = strings.TrimSpace(key)
+			if code != 0 || !strings.HasPrefix(key, "fl_live_") {
+				t.Fatalf("keys create: %d %q %s", code, key, stderr)
+			}
+			s := startServer(t, storeArgs...)
+			code, body := s.do(t, "POST", "/v1/entities", key, `{"type":"account","id":"acct-1","name":"Acme","status":"active","subtype":"customer"}`)
+			if code != 201 {
+				t.Fatalf("create %d %v", code, body)
+			}
+			code, body = s.do(t, "POST", "/v1/facts", key, `{"entity_id":"acct-1","type":"deposit","data":{"amount":0.1}}`)
+			if code != 201 {
+				t.Fatalf("fact %d %v", code, body)
+			}
+			factID := data(body)["id"].(string)
+			code, body = s.do(t, "POST", "/v1/configs", key, `{"type":"pricing","settings":{"rate":1}}`)
+			if code != 201 {
+				t.Fatalf("config %d %v", code, body)
+			}
+			cfgID := data(body)["id"].(string)
+			s.stop(t)
+
+			s = startServer(t, storeArgs...)
+			defer s.stop(t)
+			if code, body = s.do(t, "GET", "/v1/entities/acct-1?entity_type=account", key, ""); code != 200 || data(body)["version"] != float64(2) {
+				t.Fatalf("entity after restart: %d %v", code, body)
+			}
+			if code, body = s.do(t, "GET", "/v1/facts/"+factID, key, ""); code != 200 || data(body)["seq"] != float64(1) {
+				t.Fatalf("fact after restart: %d %v", code, body)
+			}
+			if code, _ = s.do(t, "GET", "/v1/configs/"+cfgID, key, ""); code != 200 {
+				t.Fatalf("config after restart: %d", code)
+			}
+			// The ledger continues where it was.
+			if code, body = s.do(t, "POST", "/v1/facts", key, `{"entity_id":"acct-1","type":"charge","data":{"amount":0.05}}`); code != 201 || data(body)["seq"] != float64(2) {
+				t.Fatalf("append after restart: %d %v", code, body)
+			}
+		})
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no command", nil, 2, "Usage"},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"keys without tenant", []string{"keys", "create", "--data-dir", dir}, 2, "--tenant is required"},
+		{"keys bad mode", []string{"keys", "create", "--tenant", "t", "--mode", "root", "--data-dir", dir}, 2, `--mode "root"`},
+		{"keys bad tenant", []string{"keys", "create", "--tenant", "a b", "--data-dir", dir}, 2, "--tenant"},
+		{"revoke unknown", []string{"keys", "revoke", "--id", "key_nope", "--data-dir", dir}, 1, "no API key with id key_nope"},
+		{"bad flag", []string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
+		{"check nothing", []string{"check"}, 2, "usage: factline check"},
+		{"check missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
+		{"bad database url", []string{"keys", "list", "--database-url", "postgres://127.0.0.1:1/x?connect_timeout=2"}, 1, "postgres"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := cli(t, nil, tc.args...)
+			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+				t.Fatalf("exit %d (want %d), output:\n%s%s\nwant it to contain %q", code, tc.code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckCommand(t *testing.T) {
+	stdout, _, code := cli(t, nil, "check", domainManifest(t))
+	if code != 0 || !strings.Contains(stdout, "ok") {
+		t.Fatalf("valid manifest: %d %s", code, stdout)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nversion: \"1\"\nentities:\n  account:\n    ledgr: generic\n    fields: {}\n    facts: []\n"), 0o644)
+	stdout, _, code = cli(t, nil, "check", bad)
+	if code != 1 || !strings.Contains(stdout, bad+":5:5: unknown key \"ledgr\"") {
+		t.Fatalf("invalid manifest: %d %s", code, stdout)
+	}
+	stdout, _, code = cli(t, nil, "check", "--format", "json", bad)
+	var out struct {
+		Valid    bool
+		Problems []struct {
+			Line, Column int
+			Message      string
+		}
+	}
+	if code != 1 || json.Unmarshal([]byte(stdout), &out) != nil || out.Valid || len(out.Problems) == 0 || out.Problems[0].Line != 5 {
+		t.Fatalf("json output: %d %s", code, stdout)
+	}
+}
+
+func TestEnvironmentConfiguresFlags(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "create", "--tenant", "envt")
+	if code != 0 {
+		t.Fatalf("keys create: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "factline.db")); err != nil {
+		t.Fatalf("FACTLINE_DATA_DIR ignored: %v", err)
+	}
+	stdout, _, _ := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "list")
+	if !strings.Contains(stdout, "envt") {
+		t.Fatalf("keys list: %s", stdout)
+	}
+}

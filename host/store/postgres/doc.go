@@ -1,0 +1,28 @@
+// Package postgres implements [store.Store] on PostgreSQL with pgx v5 and a
+// pgxpool connection pool. It is the store for deployments that run more
+// than one Factline process against one database.
+//
+// Design:
+//
+//   - The schema is versioned: the embedded migrations/NNNN_name.sql files
+//     are applied at [Open], each in its own transaction that first takes a
+//     transaction-level advisory lock, and recorded in schema_migrations, so
+//     processes starting together do not race.
+//   - Fact positions come from the single-row table fact_head. An
+//     AppendFacts transaction locks that row first and holds the lock until
+//     it commits, so appends from every process are serialised there:
+//     positions are gapless and commit order is position order.
+//   - AppendFacts costs two round trips plus BEGIN and COMMIT, whatever the
+//     batch size: one pipelined batch locks the head, locks the entity rows
+//     and looks up the fact ids; the items are then decided in Go (every
+//     row they depend on is locked, so the decisions cannot go stale); one
+//     more batch writes all entity updates, all facts (one INSERT over
+//     unnest), the new head and a NOTIFY. A failing item simply is not
+//     written; no savepoints are needed.
+//   - SubscribeFacts listens on the channel factline_facts over a dedicated
+//     connection that reconnects on failure, so a commit in any process
+//     wakes the subscribers of every process; commits made by this Store
+//     also wake its subscribers directly.
+//   - Driver errors are mapped to the store's sentinel errors in one place,
+//     interpretError.
+package postgres

@@ -1,0 +1,414 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/factline/factline/host/store"
+)
+
+// factColumns reads a fact row with NULL optional strings as "".
+const factColumns = `position, id, tenant_id, COALESCE(entity_id, ''), COALESCE(entity_type, ''), seq, type,
+COALESCE(subtype, ''), COALESCE(source_id, ''), COALESCE(trace_id, ''), timestamp, data, created_at`
+
+// notifyChannel is the LISTEN/NOTIFY channel an append commit signals.
+const notifyChannel = "factline_facts"
+
+func scanFact(row pgx.Row) (*store.Fact, error) {
+	var (
+		f    store.Fact
+		data []byte
+	)
+	err := row.Scan(&f.Position, &f.ID, &f.TenantID, &f.EntityID, &f.EntityType, &f.Seq, &f.Type,
+		&f.Subtype, &f.SourceID, &f.TraceID, &f.Timestamp, &data, &f.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	f.Data = json.RawMessage(data)
+	return &f, nil
+}
+
+// The statements of AppendFacts.
+const (
+	// Round trip 1, in this order: the head lock first, so that the reads
+	// after it see every append committed before this one.
+	lockHead = `SELECT position FROM fact_head FOR UPDATE`
+
+	lockEntities = `SELECT e.tenant_id, e.id, e.type, e.version, e.fact_seq
+FROM entities e
+JOIN unnest($1::text[], $2::text[]) AS k(tenant_id, id) ON e.tenant_id = k.tenant_id AND e.id = k.id
+FOR NO KEY UPDATE OF e`
+
+	takenIDs = `SELECT id FROM facts WHERE id = ANY($1::text[])`
+
+	// Round trip 2.
+	updateEntities = `UPDATE entities e
+SET version = u.version, fact_seq = u.fact_seq,
+	state = CASE WHEN u.set_state THEN u.state::jsonb ELSE e.state END,
+	updated_at = GREATEST(e.updated_at, u.updated_at)
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::boolean[], $6::text[], $7::bigint[])
+	AS u(tenant_id, id, version, fact_seq, set_state, state, updated_at)
+WHERE e.tenant_id = u.tenant_id AND e.id = u.id`
+
+	insertFacts = `INSERT INTO facts (position, id, tenant_id, entity_id, entity_type, seq, type, subtype, source_id,
+	trace_id, timestamp, data, created_at)
+SELECT position, id, tenant_id, NULLIF(entity_id, ''), NULLIF(entity_type, ''), seq, type, NULLIF(subtype, ''),
+	NULLIF(source_id, ''), NULLIF(trace_id, ''), timestamp, data::jsonb, created_at
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[],
+	$9::text[], $10::text[], $11::bigint[], $12::text[], $13::bigint[])
+	AS f(position, id, tenant_id, entity_id, entity_type, seq, type, subtype, source_id, trace_id, timestamp, data, created_at)`
+
+	// The head moves by the number of facts written; the row is still
+	// locked by lockHead, and stays locked until commit.
+	advanceHead = `UPDATE fact_head SET position = position + $1 RETURNING position`
+
+	// One notification per transaction; PostgreSQL delivers it at commit.
+	notifyFacts = `SELECT pg_notify('` + notifyChannel + `', $1)`
+)
+
+// entityKey identifies an entity across tenants.
+type entityKey struct{ tenant, id string }
+
+// entityRow is an entity locked by an AppendFacts transaction, as the
+// batch's items leave it.
+type entityRow struct {
+	typ      string
+	version  int64
+	factSeq  int64
+	touched  bool
+	setState bool
+	state    json.RawMessage
+	maxAt    int64 // latest CreatedAt of its facts in this batch
+}
+
+// AppendFacts appends the items in one transaction.
+//
+// Every AppendFacts transaction first locks the fact_head row and keeps it
+// locked until it commits. That serialises appends across all processes:
+// positions are handed out gapless, and a transaction can only take
+// positions after the previous holder committed, so commit order is
+// position order and a reader never sees position p+1 before p.
+//
+// Under that lock, the first round trip also locks the entity rows the
+// items name and looks up which fact ids are taken. Nothing those answers
+// depend on can change until commit (other appends wait on the head lock,
+// UpdateEntity waits on the entity lock, fact ids are only written by
+// appends), so the items are then decided in Go, in order: a missing
+// entity, a version conflict or a taken id (before the batch or by an
+// earlier item of it) fails the item, which then writes nothing. The second
+// round trip writes what the successful items decided: each touched entity
+// once, all facts in one INSERT, the head moved by their number, and a
+// NOTIFY. No savepoints are needed.
+func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
+	for i, it := range items {
+		f := it.Fact
+		if f.ID == "" || f.TenantID == "" || f.Type == "" {
+			return nil, fmt.Errorf("postgres: append facts: item %d: fact id, tenant and type are required", i)
+		}
+		if err := errors.Join(checkJSON("data", f.Data), checkJSON("state", it.State)); err != nil {
+			return nil, fmt.Errorf("postgres: append facts: item %d: %w", i, err)
+		}
+	}
+	if len(items) == 0 {
+		return []store.AppendResult{}, nil
+	}
+
+	var results []store.AppendResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		head, entities, taken, err := appendReads(ctx, tx, items)
+		if err != nil {
+			return err
+		}
+		var written int
+		results, written = decideAppends(items, head, entities, taken)
+		if written > 0 {
+			if err := appendWrites(ctx, tx, results, entities, head, written); err != nil {
+				return err
+			}
+		}
+		if s.hooks.BeforeAppendCommit != nil {
+			s.hooks.BeforeAppendCommit(ctx)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: append facts: %w", err)
+	}
+	for _, r := range results {
+		if r.Err == nil {
+			s.facts.notify()
+			break
+		}
+	}
+	return results, nil
+}
+
+// appendReads is the first round trip: lock the head, lock the entities,
+// find taken fact ids.
+func appendReads(ctx context.Context, tx pgx.Tx, items []store.Append) (head int64, entities map[entityKey]*entityRow, taken map[string]bool, err error) {
+	var tenants, ids, factIDs []string
+	seen := make(map[entityKey]bool)
+	for _, it := range items {
+		factIDs = append(factIDs, it.Fact.ID)
+		if it.Fact.EntityID == "" {
+			continue
+		}
+		k := entityKey{it.Fact.TenantID, it.Fact.EntityID}
+		if !seen[k] {
+			seen[k] = true
+			tenants = append(tenants, k.tenant)
+			ids = append(ids, k.id)
+		}
+	}
+
+	b := &pgx.Batch{}
+	b.Queue(lockHead).QueryRow(func(row pgx.Row) error { return row.Scan(&head) })
+	entities = make(map[entityKey]*entityRow, len(tenants))
+	if len(tenants) > 0 {
+		b.Queue(lockEntities, tenants, ids).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var (
+					k entityKey
+					e entityRow
+				)
+				if err := rows.Scan(&k.tenant, &k.id, &e.typ, &e.version, &e.factSeq); err != nil {
+					return err
+				}
+				entities[k] = &e
+			}
+			return rows.Err()
+		})
+	}
+	taken = make(map[string]bool)
+	b.Queue(takenIDs, factIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			taken[id] = true
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, nil, nil, err
+	}
+	return head, entities, taken, nil
+}
+
+// decideAppends applies the items in order to the locked state read by
+// appendReads and returns their results and how many succeeded. It changes
+// entities and taken to the state the batch leaves behind.
+func decideAppends(items []store.Append, head int64, entities map[entityKey]*entityRow, taken map[string]bool) ([]store.AppendResult, int) {
+	results := make([]store.AppendResult, len(items))
+	written := 0
+	for i, it := range items {
+		f := it.Fact
+		f.Seq, f.Position, f.EntityType = 0, 0, ""
+		var e *entityRow
+		if f.EntityID != "" {
+			e = entities[entityKey{f.TenantID, f.EntityID}]
+			if e == nil {
+				results[i] = store.AppendResult{Fact: f, Err: fmt.Errorf("entity %s: %w", f.EntityID, store.ErrNotFound)}
+				continue
+			}
+			if it.ExpectedVersion != 0 && it.ExpectedVersion != e.version {
+				results[i] = store.AppendResult{Fact: f, Err: fmt.Errorf("entity %s is at version %d, not %d: %w",
+					f.EntityID, e.version, it.ExpectedVersion, store.ErrVersionConflict)}
+				continue
+			}
+		}
+		if taken[f.ID] {
+			results[i] = store.AppendResult{Fact: f, Err: fmt.Errorf("fact %s: %w", f.ID, store.ErrAlreadyExists)}
+			continue
+		}
+		taken[f.ID] = true
+		written++
+		f.Position = head + int64(written)
+		if len(f.Data) == 0 {
+			f.Data = json.RawMessage("{}")
+		}
+		r := store.AppendResult{Fact: f}
+		if e != nil {
+			e.touched = true
+			e.version++
+			e.factSeq++
+			if it.State != nil {
+				e.setState, e.state = true, it.State
+			}
+			e.maxAt = max(e.maxAt, f.CreatedAt)
+			r.Fact.Seq, r.Fact.EntityType = e.factSeq, e.typ
+			r.EntityVersion = e.version
+		}
+		results[i] = r
+	}
+	return results, written
+}
+
+// appendWrites is the second round trip: the writes decided by
+// decideAppends.
+func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, entities map[entityKey]*entityRow, head int64, written int) error {
+	b := &pgx.Batch{}
+
+	var (
+		eTenants, eIDs, eStates []string
+		eVersions, eSeqs, eAts  []int64
+		eSetState               []bool
+	)
+	for k, e := range entities {
+		if !e.touched {
+			continue
+		}
+		eTenants, eIDs = append(eTenants, k.tenant), append(eIDs, k.id)
+		eVersions, eSeqs, eAts = append(eVersions, e.version), append(eSeqs, e.factSeq), append(eAts, e.maxAt)
+		eSetState, eStates = append(eSetState, e.setState), append(eStates, string(e.state))
+	}
+	if len(eTenants) > 0 {
+		n := len(eTenants)
+		b.Queue(updateEntities, eTenants, eIDs, eVersions, eSeqs, eSetState, nullIfUnset(eStates, eSetState), eAts).
+			Exec(func(tag pgconn.CommandTag) error {
+				if got := tag.RowsAffected(); got != int64(n) {
+					return fmt.Errorf("updated %d entities, want %d", got, n)
+				}
+				return nil
+			})
+	}
+
+	cols := newFactColumns(written)
+	for _, r := range results {
+		if r.Err == nil {
+			cols.add(r.Fact)
+		}
+	}
+	b.Queue(insertFacts, cols.args()...)
+
+	want := head + int64(written)
+	b.Queue(advanceHead, int64(written)).QueryRow(func(row pgx.Row) error {
+		var got int64
+		if err := row.Scan(&got); err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("fact head moved to %d, want %d", got, want)
+		}
+		return nil
+	})
+	b.Queue(notifyFacts, strconv.FormatInt(want, 10))
+	return interpretError(tx.SendBatch(ctx, b).Close())
+}
+
+// nullIfUnset returns states with the entries whose flag is false set to
+// NULL (they are not cast to jsonb).
+func nullIfUnset(states []string, set []bool) []*string {
+	out := make([]*string, len(states))
+	for i := range states {
+		if set[i] {
+			out[i] = &states[i]
+		}
+	}
+	return out
+}
+
+// factColumnArrays holds the facts of an INSERT ... unnest, column by column.
+type factColumnArrays struct {
+	positions, seqs, timestamps, createdAts []int64
+	ids, tenants, entityIDs, entityTypes    []string
+	types, subtypes, sources, traces, data  []string
+}
+
+func newFactColumns(n int) *factColumnArrays {
+	return &factColumnArrays{
+		positions: make([]int64, 0, n), seqs: make([]int64, 0, n), timestamps: make([]int64, 0, n), createdAts: make([]int64, 0, n),
+		ids: make([]string, 0, n), tenants: make([]string, 0, n), entityIDs: make([]string, 0, n), entityTypes: make([]string, 0, n),
+		types: make([]string, 0, n), subtypes: make([]string, 0, n), sources: make([]string, 0, n), traces: make([]string, 0, n),
+		data: make([]string, 0, n),
+	}
+}
+
+func (c *factColumnArrays) add(f store.Fact) {
+	c.positions = append(c.positions, f.Position)
+	c.ids = append(c.ids, f.ID)
+	c.tenants = append(c.tenants, f.TenantID)
+	c.entityIDs = append(c.entityIDs, f.EntityID)
+	c.entityTypes = append(c.entityTypes, f.EntityType)
+	c.seqs = append(c.seqs, f.Seq)
+	c.types = append(c.types, f.Type)
+	c.subtypes = append(c.subtypes, f.Subtype)
+	c.sources = append(c.sources, f.SourceID)
+	c.traces = append(c.traces, f.TraceID)
+	c.timestamps = append(c.timestamps, f.Timestamp)
+	c.data = append(c.data, objectOrEmpty(f.Data))
+	c.createdAts = append(c.createdAts, f.CreatedAt)
+}
+
+// args returns the arrays in the order of insertFacts' parameters.
+func (c *factColumnArrays) args() []any {
+	return []any{c.positions, c.ids, c.tenants, c.entityIDs, c.entityTypes, c.seqs, c.types, c.subtypes,
+		c.sources, c.traces, c.timestamps, c.data, c.createdAts}
+}
+
+// GetFact returns one fact of the tenant.
+func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*store.Fact, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+factColumns+` FROM facts WHERE id = $1 AND tenant_id = $2`, id, tenantID)
+	f, err := scanFact(row)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get fact %s: %w", id, interpretError(err))
+	}
+	return f, nil
+}
+
+// ListEntityFacts returns the entity's facts with Seq > afterSeq in Seq
+// order. An unknown entity has no facts.
+func (s *Store) ListEntityFacts(ctx context.Context, tenantID, entityID string, afterSeq int64, limit int) ([]store.Fact, error) {
+	facts, err := s.queryFacts(ctx, `SELECT `+factColumns+` FROM facts
+WHERE tenant_id = $1 AND entity_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, tenantID, entityID, afterSeq, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list entity facts %s: %w", entityID, err)
+	}
+	return facts, nil
+}
+
+// ReadFacts returns facts of all tenants with Position > after in position
+// order. Positions become visible in order (see AppendFacts), so a reader
+// that has seen p never later finds a new fact below p.
+func (s *Store) ReadFacts(ctx context.Context, after int64, limit int) ([]store.Fact, error) {
+	facts, err := s.queryFacts(ctx, `SELECT `+factColumns+` FROM facts WHERE position > $1 ORDER BY position LIMIT $2`,
+		after, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read facts: %w", err)
+	}
+	return facts, nil
+}
+
+func (s *Store) queryFacts(ctx context.Context, q string, args ...any) ([]store.Fact, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Fact
+	for rows.Next() {
+		f, err := scanFact(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *f)
+	}
+	return out, rows.Err()
+}
+
+// HeadPosition returns the highest committed position: the committed value
+// of the counter.
+func (s *Store) HeadPosition(ctx context.Context) (int64, error) {
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT position FROM fact_head`).Scan(&head); err != nil {
+		return 0, fmt.Errorf("postgres: head position: %w", err)
+	}
+	return head, nil
+}

@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reconnect backoff of the LISTEN connection.
+const (
+	listenBackoffMin = 100 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+)
+
+var errClosed = errors.New("store closed")
+
+// listener wakes the fact subscribers of one Store. It holds one dedicated
+// connection (outside the pool) that LISTENs on notifyChannel, started by
+// the first SubscribeFacts and kept until Close; when the connection fails
+// it reconnects with backoff, and every (re)connection wakes all
+// subscribers, since notifications sent while it was down are lost.
+//
+// Every subscriber has a channel with a buffer of one: a signal is dropped
+// when one is already pending, so signals coalesce and neither the listener
+// nor a writer ever blocks on a slow subscriber.
+type listener struct {
+	connConfig *pgx.ConnConfig
+	logger     *slog.Logger
+
+	mu        sync.Mutex
+	subs      map[chan struct{}]func() bool // channel -> stop of its context.AfterFunc
+	closed    bool
+	started   bool
+	connected bool          // a LISTEN connection is up
+	everUp    bool          // one has been up since the first SubscribeFacts
+	lastErr   error         // of the last failed connection
+	attempted chan struct{} // closed after the first connection attempt
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the listen loop has returned
+}
+
+func newListener(cfg *pgx.ConnConfig, logger *slog.Logger) *listener {
+	return &listener{
+		connConfig: cfg.Copy(),
+		logger:     logger,
+		subs:       make(map[chan struct{}]func() bool),
+		attempted:  make(chan struct{}),
+	}
+}
+
+// SubscribeFacts returns a channel that receives a value after facts are
+// committed by any process sharing the database. Signals coalesce and may be
+// spurious (one is sent whenever the LISTEN connection is re-established);
+// consumers re-read from their position. The channel closes when ctx ends or
+// the Store is closed. The first call waits until the LISTEN connection is
+// up and fails if it cannot be established.
+func (s *Store) SubscribeFacts(ctx context.Context) (<-chan struct{}, error) {
+	ch, err := s.facts.subscribe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: subscribe facts: %w", err)
+	}
+	return ch, nil
+}
+
+func (l *listener) subscribe(ctx context.Context) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, errClosed
+	}
+	if !l.started {
+		l.started = true
+		loopCtx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done = cancel, make(chan struct{})
+		go l.run(loopCtx)
+	}
+	attempted := l.attempted
+	l.mu.Unlock()
+
+	select {
+	case <-attempted:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errClosed
+	}
+	// A listener that never came up is an error; one that is reconnecting
+	// will wake the new subscriber once it is back.
+	if !l.everUp {
+		return nil, fmt.Errorf("listen: %w", l.lastErr)
+	}
+	ch := make(chan struct{}, 1)
+	l.subs[ch] = context.AfterFunc(ctx, func() { l.unsubscribe(ch) })
+	return ch, nil
+}
+
+func (l *listener) unsubscribe(ch chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.subs[ch]; ok {
+		delete(l.subs, ch)
+		close(ch)
+	}
+}
+
+// notify signals every subscriber without blocking.
+func (l *listener) notify() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ch := range l.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// setState records the outcome of a connection attempt.
+func (l *listener) setState(connected bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.connected, l.lastErr = connected, err
+	l.everUp = l.everUp || connected
+	select {
+	case <-l.attempted:
+	default:
+		close(l.attempted)
+	}
+}
+
+// run keeps a LISTEN connection up until ctx ends.
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := listenBackoffMin
+	for {
+		wasUp, err := l.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if wasUp {
+			backoff = listenBackoffMin
+		}
+		l.setState(false, err)
+		l.logger.Warn("postgres: fact listener lost its connection; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, listenBackoffMax)
+	}
+}
+
+// listen connects, LISTENs and forwards notifications until the connection
+// fails or ctx ends. wasUp reports whether LISTEN succeeded.
+func (l *listener) listen(ctx context.Context) (wasUp bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, l.connConfig)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return false, err
+	}
+	l.setState(true, nil)
+	// Commits made while no connection was listening went unannounced.
+	l.notify()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return true, err
+		}
+		l.notify()
+	}
+}
+
+// close stops the listen loop, closes every subscription and refuses new
+// ones.
+func (l *listener) close() {
+	l.mu.Lock()
+	l.closed = true
+	cancel, done := l.cancel, l.done
+	for ch, stop := range l.subs {
+		stop()
+		delete(l.subs, ch)
+		close(ch)
+	}
+	// Wake subscribe calls waiting for a first attempt that will not come.
+	select {
+	case <-l.attempted:
+	default:
+		close(l.attempted)
+	}
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,188 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/factline/factline/host/store"
+)
+
+// DefaultMaxConns is the pool size when Options.MaxConns is zero. Appends
+// are serialised by the database anyway; the rest serves readers.
+const DefaultMaxConns = 10
+
+// Options configure a Store. The zero value is valid.
+type Options struct {
+	// MaxConns caps the connection pool; zero means DefaultMaxConns. The
+	// SubscribeFacts listener uses one more connection outside the pool.
+	MaxConns int32
+	// Hooks are test seams; production code leaves them zero.
+	Hooks store.Hooks
+	// Logger receives migration and listener messages; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL implementation of [store.Store]. It is safe for
+// concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	hooks  store.Hooks
+	logger *slog.Logger
+	facts  *listener
+
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string), applies pending schema migrations and returns the
+// Store.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if url == "" {
+		return nil, errors.New("postgres: open: empty URL")
+	}
+	if opts.MaxConns < 0 {
+		return nil, fmt.Errorf("postgres: open: MaxConns %d is negative", opts.MaxConns)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The message of a parse error may quote the password; keep it out.
+		return nil, errors.New("postgres: open: invalid connection URL")
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "factline"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := migrate(ctx, pool, migrationFS, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool, hooks: opts.Hooks, logger: logger}
+	s.facts = newListener(cfg.ConnConfig, logger)
+	return s, nil
+}
+
+// Backend returns "postgres".
+func (s *Store) Backend() string { return "postgres" }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close stops the fact listener, closes every subscription and the pool. It
+// waits for connections in use to be returned. Calling it again is a no-op.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.facts.close()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// inTx runs fn in a transaction and commits when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Helpers for optional columns: empty strings and absent JSON are stored as
+// NULL.
+
+// nullString maps "" to NULL.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// fromNull maps NULL to "".
+func fromNull(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nullJSON maps absent JSON to NULL. The value is sent as text and cast to
+// jsonb by the statement.
+func nullJSON(j json.RawMessage) *string {
+	if len(j) == 0 {
+		return nil
+	}
+	s := string(j)
+	return &s
+}
+
+// objectOrEmpty returns j, or "{}" when j is empty, for NOT NULL JSON columns
+// that default to the empty object.
+func objectOrEmpty(j json.RawMessage) string {
+	if len(j) == 0 {
+		return "{}"
+	}
+	return string(j)
+}
+
+// jsonOrNil turns a scanned jsonb column into a RawMessage, nil for NULL.
+func jsonOrNil(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// checkJSON rejects malformed JSON before it reaches a jsonb column, so the
+// caller gets a clear message instead of a driver error.
+func checkJSON(field string, j json.RawMessage) error {
+	if len(j) > 0 && !json.Valid(j) {
+		return fmt.Errorf("%s is not valid JSON", field)
+	}
+	return nil
+}
+
+// limitArg maps a non-positive limit to NULL, which LIMIT reads as no limit.
+func limitArg(n int) *int64 {
+	if n <= 0 {
+		return nil
+	}
+	v := int64(n)
+	return &v
+}

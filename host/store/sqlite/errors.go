@@ -1,0 +1,34 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/factline/factline/host/store"
+)
+
+// interpretError maps driver errors to the store's sentinel errors. It is the
+// only place that looks at SQLite result codes. The driver error stays in
+// the chain so its message is not lost.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+			return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		}
+	}
+	return err
+}

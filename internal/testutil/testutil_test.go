@@ -1,0 +1,114 @@
+package testutil_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	url := testutil.Postgres(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	defer conn.Close(ctx)
+
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT 1 + 1").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("SELECT 1 + 1 = %d, %v", n, err)
+	}
+	// The database is fresh and writable.
+	var tables int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("public tables = %d, %v; want an empty database", tables, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	var maxConns int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('max_connections')::int").Scan(&maxConns); err != nil || maxConns < 100 {
+		t.Errorf("max_connections = %d, %v; want a generous limit", maxConns, err)
+	}
+}
+
+func TestPostgresFreshDatabasePerCall(t *testing.T) {
+	t.Parallel()
+	a, b := testutil.Postgres(t), testutil.Postgres(t)
+	if a == b {
+		t.Fatalf("two calls returned the same database %s", a)
+	}
+	ctx := context.Background()
+	for _, url := range []string{a, b} {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same table name in both databases does not collide.
+		if _, err := conn.Exec(ctx, "CREATE TABLE same (id int)"); err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		conn.Close(ctx)
+	}
+}
+
+func TestPostgresDurable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testutil.PostgresDurable(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var fsync string
+	if err := conn.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err != nil {
+		t.Fatal(err)
+	}
+	if fsync != "on" {
+		t.Errorf("fsync = %s on the durable server", fsync)
+	}
+}
+
+func TestRedis(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	urlA, urlB := testutil.Redis(t), testutil.Redis(t)
+	if urlA == urlB {
+		t.Fatalf("two calls returned the same database %s", urlA)
+	}
+	clients := make([]*redis.Client, 2)
+	for i, url := range []string{urlA, urlB} {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatalf("parse %s: %v", url, err)
+		}
+		clients[i] = redis.NewClient(opts)
+		defer clients[i].Close()
+		if err := clients[i].Ping(ctx).Err(); err != nil {
+			t.Fatalf("PING %s: %v", url, err)
+		}
+		if n, err := clients[i].DBSize(ctx).Result(); err != nil || n != 0 {
+			t.Fatalf("DBSIZE %s = %d, %v; want an empty database", url, n, err)
+		}
+	}
+	// The databases are isolated from each other.
+	if err := clients[0].Set(ctx, "k", "a", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := clients[1].Get(ctx, "k").Err(); err != redis.Nil {
+		t.Fatalf("GET k in the other database: %v, want redis.Nil", err)
+	}
+}
