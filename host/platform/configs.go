@@ -102,7 +102,9 @@ func (s *Service) CreateConfig(ctx context.Context, tenant string, in ConfigInpu
 	return c, nil
 }
 
-func configNotFound(id string) error { return problem.Newf(problem.NotFound, "Config %s not found", id) }
+func configNotFound(id string) error {
+	return problem.Newf(problem.NotFound, "Config %s not found", id)
+}
 
 // GetConfig returns the current version of a config.
 func (s *Service) GetConfig(ctx context.Context, tenant, configID string) (*store.Config, error) {
