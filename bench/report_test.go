@@ -254,8 +254,8 @@ func (r *appendReport) markdown() string {
 	w("Load: %d concurrent clients per scenario, %s warm-up then %s measured; facts/s counts appends that "+
 		"completed inside the measured window, latency is per append (request sent to response read). ",
 		p.Clients, p.Warmup, p.Duration)
-	w("HTTP: `POST /v1/facts` with `X-API-Key` and `{\"entity_id\":…,\"type\":\"deposit\",\"data\":{\"amount\":1.25}}`, "+
-		"keep-alive HTTP/1.1 over loopback from one shared `net/http` Transport, against Factline started in the same "+
+	w("HTTP: `POST /v1/facts` with `X-API-Key` and `{\"entity_id\":…,\"type\":\"deposit\",\"data\":{\"amount\":1.25}}`, " +
+		"keep-alive HTTP/1.1 over loopback from one shared `net/http` Transport, against Factline started in the same " +
 		"process (`host/app`, Postgres store, group-commit appender). ")
 	w("Raw pgx: the same appends made directly by %d goroutines on a %d-connection pgxpool, one fact per transaction "+
 		"with the statements of `host/store/postgres` (lock `fact_head` and the entity row; update the entity, insert "+

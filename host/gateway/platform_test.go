@@ -444,3 +444,19 @@ func readAll(r *http.Response) string {
 	b, _ := io.ReadAll(r.Body)
 	return string(b)
 }
+
+func TestErrorPages(t *testing.T) {
+	h := setup(t, "sqlite")
+	for _, slug := range []string{"bad-request", "validation-failed", "unauthorized", "forbidden", "not-found", "method-not-allowed", "conflict",
+		"payload-too-large", "unsupported-media-type", "unprocessable", "rate-limit-exceeded", "internal", "unavailable", "timeout"} {
+		resp, err := h.srv.App().Test(mustRequest("GET", "/errors/"+slug), 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(resp)
+		if resp.StatusCode != 200 || !strings.Contains(body, docsURL+"/errors/"+slug) || len(body) < 200 {
+			t.Errorf("/errors/%s: %d %s", slug, resp.StatusCode, body)
+		}
+	}
+	h.req("GET", "/errors/no-such-slug", "", nil).wantStatus(t, 404)
+}

@@ -16,6 +16,7 @@ import (
 
 func (s *Server) routes() {
 	s.app.Get("/health", s.health)
+	s.app.Get("/errors/:slug", s.errorPage)
 	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 
 	v1 := s.app.Group("/v1", s.requireKey)

@@ -23,6 +23,27 @@ type Kind struct {
 	Title  string
 }
 
+// Explanation returns the human explanation of a kind, served at
+// {docs_url}/errors/<slug>.
+func (k Kind) Explanation() string { return explanations[k.Slug] }
+
+var explanations = map[string]string{
+	"bad-request":            "The request could not be understood: a required query parameter is missing (for example entity_type), an entity type is unknown, or the JSON body is malformed. The detail names what is wrong. Fix the request; retrying it unchanged fails the same way.",
+	"validation-failed":      "The request body is well-formed JSON but breaks the rules of the action or the domain manifest. The errors array lists every offending field with a code (required, type, enum, unknown_field, format, range) and a message. Fix every listed field and send the request again.",
+	"unauthorized":           "The X-API-Key header is missing, malformed, unknown or revoked. Send a valid key for your tenant; keys are created with `factline keys create` or POST /v1/admin/keys.",
+	"forbidden":              "The key is valid but its mode may not use this endpoint; admin endpoints need an admin key.",
+	"not-found":              "Nothing with this id exists in your tenant, or no route matches the path. Ids of other tenants are reported as not found, never as forbidden.",
+	"method-not-allowed":     "The path exists but does not accept this HTTP method. The Allow header lists the methods it accepts.",
+	"conflict":               "The change is based on a stale version (optimistic concurrency), the id is already taken, the config is archived, or a request with the same Idempotency-Key is still running. Re-read the resource and retry with its current version.",
+	"payload-too-large":      "The request body is larger than the server accepts (the --body-limit setting). Send a smaller body.",
+	"unsupported-media-type": "Request bodies must be JSON: send Content-Type: application/json.",
+	"unprocessable":          "The request is valid but cannot be carried out: the entity's ledger refused the command under its business rules, or an Idempotency-Key was reused with a different body.",
+	"rate-limit-exceeded":    "The route's rate limit is used up. Wait the number of seconds in the Retry-After header before the next request.",
+	"internal":               "Something failed inside the server. Nothing about the cause is shown; quote the trace_id to the operator, who finds the cause in the logs under that request id.",
+	"unavailable":            "A dependency the server needs (the database, the cache) is not answering. Retry later; /health shows which check fails.",
+	"timeout":                "The request's work overran its deadline and was abandoned. Retry later; a write may or may not have taken effect, so use an Idempotency-Key for safe retries.",
+}
+
 // The catalogue. Slugs and titles are part of the contract.
 var (
 	BadRequest           = Kind{http.StatusBadRequest, "bad-request", "Bad Request"}
