@@ -17,7 +17,7 @@ build: ## build bin/factline
 run: build ## start factline on the embedded store (SQLite in ./data) with the repo's manifests
 	@echo "Starting factline on $(ADDR) with the embedded store in $(DATA_DIR)."
 	@echo "Get an API key (in another terminal):  $(BIN) keys create --tenant demo --mode live --data-dir $(DATA_DIR)"
-	$(BIN) serve --addr $(ADDR) --data-dir $(DATA_DIR) --domain manifests/domain.yaml
+	$(BIN) serve --addr $(ADDR) --data-dir $(DATA_DIR) --domain manifests/domain.yaml --manifest manifests/gateway.yaml --watch
 
 deps: ## install the PostgreSQL and Redis servers the tests start (apt-get, when missing)
 	@bash .ci/deps.sh

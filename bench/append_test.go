@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,7 +86,10 @@ func TestFactAppends(t *testing.T) {
 
 	base := startBaseline(t, baselineURL, p.Clients, logger)
 	prod := startProduct(t, productURL, p.Clients, logger)
-	mon := &monitor{pool: openPool(t, productURL, 2, "factline-bench-monitor")}
+	mon := newMonitor(ctx, openPool(t, productURL, 2, "factline-bench-monitor"))
+	if mon.postmaster == 0 {
+		t.Log("the PostgreSQL server's processes were not found; its CPU is not reported")
+	}
 	profile := os.Getenv("BENCH_CPUPROFILE")
 
 	manyIDs := make([]string, manyEntities)
@@ -155,6 +159,9 @@ func TestFactAppends(t *testing.T) {
 	fmt.Println(table)
 	for _, f := range rep.Failures {
 		t.Errorf("target missed: %s", f)
+	}
+	if noisy := rep.noisy(); len(noisy) > 0 {
+		t.Logf("warning: the machine was busy with other work during %s", strings.Join(noisy, ", "))
 	}
 	if err := updateSection(resultsFile, "append", table); err != nil {
 		t.Errorf("write %s: %v", resultsFile, err)

@@ -227,6 +227,28 @@ func sleepUntil(ctx context.Context, t time.Time) {
 // and the CPU time of this process and of the whole machine.
 type monitor struct {
 	pool *pgxpool.Pool
+	// postmaster is the PID of the local PostgreSQL server, 0 when it
+	// cannot be found (a remote server): its CPU is then not reported.
+	postmaster int
+}
+
+// newMonitor finds the server's postmaster through its data directory, so
+// the CPU of the server's processes can be told from everything else's.
+func newMonitor(ctx context.Context, pool *pgxpool.Pool) *monitor {
+	m := &monitor{pool: pool}
+	var dir string
+	if err := pool.QueryRow(ctx, `SHOW data_directory`).Scan(&dir); err != nil {
+		return m
+	}
+	b, err := os.ReadFile(dir + "/postmaster.pid")
+	if err != nil {
+		return m
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if pid, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && procStat(pid) != nil {
+		m.postmaster = pid
+	}
+	return m
 }
 
 type serverSample struct {
@@ -234,6 +256,7 @@ type serverSample struct {
 	xid      int64 // next transaction id to be assigned
 	walBytes int64 // current WAL insert position
 	selfCPU  time.Duration
+	pgCPU    time.Duration // -1 when unknown
 	hostBusy time.Duration // summed over all CPUs
 	hostAll  time.Duration
 }
@@ -244,16 +267,22 @@ type serverDelta struct {
 	WriteTxs int64
 	WALBytes int64
 	SelfCPU  time.Duration
+	PGCPU    time.Duration // -1 when unknown
 	HostBusy time.Duration
 	HostAll  time.Duration
 }
 
 func (a serverSample) sub(b serverSample) serverDelta {
+	pg := a.pgCPU - b.pgCPU
+	if a.pgCPU < 0 || b.pgCPU < 0 {
+		pg = -1
+	}
 	return serverDelta{
 		Wall:     a.at.Sub(b.at),
 		WriteTxs: a.xid - b.xid,
 		WALBytes: a.walBytes - b.walBytes,
 		SelfCPU:  a.selfCPU - b.selfCPU,
+		PGCPU:    pg,
 		HostBusy: a.hostBusy - b.hostBusy,
 		HostAll:  a.hostAll - b.hostAll,
 	}
@@ -268,8 +297,14 @@ func (m *monitor) sample(ctx context.Context) (serverSample, error) {
 	if err != nil {
 		return s, fmt.Errorf("sample server counters: %w", err)
 	}
-	if s.selfCPU, err = selfCPU(); err != nil {
-		return s, err
+	f := procStat(os.Getpid())
+	if f == nil {
+		return s, fmt.Errorf("read /proc/self/stat")
+	}
+	s.selfCPU = ticks(f[11]) + ticks(f[12])
+	s.pgCPU = -1
+	if m.postmaster != 0 {
+		s.pgCPU = serverCPU(m.postmaster)
 	}
 	if s.hostBusy, s.hostAll, err = hostCPU(); err != nil {
 		return s, err
@@ -281,28 +316,52 @@ func (m *monitor) sample(ctx context.Context) (serverSample, error) {
 // platform Go supports.
 const clockTick = 10 * time.Millisecond
 
-// selfCPU returns the user+system CPU time of this process.
-func selfCPU() (time.Duration, error) {
-	b, err := os.ReadFile("/proc/self/stat")
+// procStat returns the fields of /proc/PID/stat after the command name:
+// f[0] is field 3 (state), so field n is f[n-3]. Nil when unreadable.
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return nil
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/self/stat: unexpected format")
+		return nil
 	}
 	f := strings.Fields(s[i+1:])
-	// f[0] is field 3; utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/self/stat: unexpected format")
+	if len(f) < 15 {
+		return nil
 	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/self/stat: unexpected format")
+	return f
+}
+
+func ticks(field string) time.Duration {
+	n, _ := strconv.ParseInt(field, 10, 64)
+	return time.Duration(n) * clockTick
+}
+
+// serverCPU returns the CPU time of a PostgreSQL server: its postmaster
+// (including the children it has reaped: cutime, cstime) and its live
+// children (backends, WAL writer, checkpointer ...).
+func serverCPU(postmaster int) time.Duration {
+	var total time.Duration
+	if f := procStat(postmaster); f != nil {
+		// utime 14, stime 15, cutime 16, cstime 17.
+		total += ticks(f[11]) + ticks(f[12]) + ticks(f[13]) + ticks(f[14])
 	}
-	return time.Duration(ut+st) * clockTick, nil
+	ents, _ := os.ReadDir("/proc")
+	pp := strconv.Itoa(postmaster)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == postmaster {
+			continue
+		}
+		// ppid is field 4.
+		if f := procStat(pid); f != nil && f[1] == pp {
+			total += ticks(f[11]) + ticks(f[12])
+		}
+	}
+	return total
 }
 
 // hostCPU returns the busy and total CPU time of the machine, summed over

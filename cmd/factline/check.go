@@ -10,12 +10,14 @@ import (
 	"os"
 
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/manifests"
 )
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	format := fs.String("format", "text", "output format: text or json")
+	domainPath := fs.String("domain", "", "domain manifest gateway manifests are checked against (default: a domain manifest among FILEs, else the built-in one)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -26,13 +28,46 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageErr("usage: factline check [--format text|json] FILE...")
 	}
 	all := []manifest.Diagnostic{}
+	sources := map[string][]byte{}
+	var domain *manifest.Domain
+	// Domain manifests first: gateway manifests are checked against them.
 	for _, file := range fs.Args() {
 		src, err := os.ReadFile(file)
 		if err != nil {
 			all = append(all, manifest.Diagnostic{File: file, Message: err.Error()})
 			continue
 		}
-		if _, err := manifest.ParseDomain(file, src); err != nil {
+		sources[file] = src
+		if manifest.IsGateway(src) {
+			continue
+		}
+		d, err := manifest.ParseDomain(file, src)
+		if err != nil {
+			all = append(all, manifest.Diagnostics(file, err)...)
+		} else if domain == nil {
+			domain = d
+		}
+	}
+	if *domainPath != "" {
+		d, err := manifest.LoadDomainFile(*domainPath)
+		if err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("--domain: %v", err)}
+		}
+		domain = d
+	}
+	if domain == nil {
+		d, err := manifest.ParseDomain("built-in domain.yaml", manifests.Domain)
+		if err != nil {
+			return err
+		}
+		domain = d
+	}
+	for _, file := range fs.Args() {
+		src, ok := sources[file]
+		if !ok || !manifest.IsGateway(src) {
+			continue
+		}
+		if _, err := manifest.ParseGateway(file, src, domain); err != nil {
 			all = append(all, manifest.Diagnostics(file, err)...)
 		}
 	}

@@ -32,7 +32,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs)
 	addr := fs.String("addr", ":8080", "address to listen on")
 	redisURL := fs.String("redis-url", "", "Redis URL; empty uses the in-process limiter and cache")
-	domain := fs.String("domain", "manifests/domain.yaml", "domain manifest: entity types, fields and fact types")
+	domain := fs.String("domain", "", "domain manifest: entity types, fields and fact types (empty: the built-in one, manifests/domain.yaml)")
+	gatewayManifest := fs.String("manifest", "", "gateway (route) manifest to serve; empty serves the platform API alone")
+	watch := fs.Bool("watch", false, "reload the gateway manifest when its file changes (SIGHUP always reloads)")
+	failOpen := fs.Bool("ratelimit-fail-open", true, "when Redis is unreachable, let rate-limited requests through (false: answer 503)")
 	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
 	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -49,7 +52,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stop()
 	a, err := app.New(ctx, app.Config{
 		Addr: *addr, DatabaseURL: sf.databaseURL, RedisURL: *redisURL, DataDir: sf.dataDir,
-		Domain: *domain, DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
+		Domain: *domain, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
+		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,8 +36,17 @@ type Config struct {
 	DatabaseURL string // Postgres URL; empty: embedded SQLite in DataDir
 	RedisURL    string // empty: in-process limiter and cache
 	DataDir     string // default "./data"
-	Domain      string // domain manifest path
-	DocsURL     string
+	// Domain is the domain manifest path; empty uses the built-in one.
+	Domain string
+	// Manifest is the gateway (route) manifest path; empty serves the
+	// platform API alone.
+	Manifest string
+	// Watch reloads the gateway manifest when its file changes.
+	Watch bool
+	// RateLimitFailOpen lets requests through when Redis is unreachable;
+	// false answers 503 instead.
+	RateLimitFailOpen bool
+	DocsURL           string
 	BodyLimit   int
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
@@ -83,7 +91,9 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 
 // App is a running Factline process.
 type App struct {
-	cfg      Config
+	cfg          Config
+	baseDomain   *manifest.Domain
+	limiterClose func() error
 	Store    store.Store
 	Platform *platform.Service
 	Server   *gateway.Server
@@ -94,18 +104,29 @@ type App struct {
 // New opens the store and builds every part; it does not listen yet.
 func New(ctx context.Context, cfg Config) (*App, error) {
 	cfg.defaults()
-	if cfg.Domain == "" {
-		return nil, errors.New("a domain manifest is required (--domain)")
-	}
-	domain, err := manifest.LoadDomainFile(cfg.Domain)
+	base, err := loadDomain(cfg.Domain)
 	if err != nil {
-		return nil, fmt.Errorf("domain manifest:\n%w", err)
+		return nil, err
+	}
+	var gw *manifest.Gateway
+	domain := base
+	if cfg.Manifest != "" {
+		if gw, err = manifest.LoadGatewayFile(cfg.Manifest, base); err != nil {
+			return nil, fmt.Errorf("gateway manifest:\n%w", err)
+		}
+		domain = manifest.MergeDomain(base, gw)
 	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry()}
+	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), baseDomain: base}
+	limiter, limiterCheck, err := newLimiter(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	a.limiterClose = limiterCheck.close
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if a.Stream, err = stream.NewMetrics(a.Registry); err != nil {
 		st.Close()
@@ -121,15 +142,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Auth:     auth.NewAuthenticator(st),
 		Logger:   cfg.Logger,
 		Registry: a.Registry,
-		Checks: []gateway.HealthCheck{{
-			Name: "cache",
-			Check: func(context.Context) (string, error) {
-				if cfg.RedisURL == "" {
-					return "in-process", nil
-				}
-				return "redis (not used by the platform core yet)", nil
-			},
-		}},
+		Limiter:  limiter,
+		Routes:   gw,
+		Checks:   []gateway.HealthCheck{limiterCheck.check},
 	})
 	if err != nil {
 		a.Platform.Close()
@@ -154,6 +169,9 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	}
 	bg, stopBG := context.WithCancel(context.Background())
 	go a.Server.PurgeLoop(bg, 10*time.Minute)
+	if a.cfg.Manifest != "" {
+		go a.watchManifest(bg)
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- a.Server.Serve(ln) }()
@@ -172,6 +190,9 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 // Close releases everything New opened.
 func (a *App) Close() {
 	a.Platform.Close()
+	if a.limiterClose != nil {
+		a.limiterClose()
+	}
 	if err := a.Store.Close(); err != nil {
 		a.cfg.Logger.Warn("close store", "err", err)
 	}

@@ -128,6 +128,9 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 
 // routeLabel is the matched route pattern, bounded in cardinality.
 func routeLabel(c *fiber.Ctx) string {
+	if p, ok := c.Locals(localRoutePattern).(string); ok {
+		return p
+	}
 	r := c.Route()
 	if r == nil || r.Path == "" || (r.Path == "/" && c.Path() != "/") {
 		return "unmatched"

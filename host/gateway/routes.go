@@ -19,29 +19,36 @@ func (s *Server) routes() {
 	s.app.Get("/errors/:slug", s.errorPage)
 	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 
-	v1 := s.app.Group("/v1", s.requireKey)
-	v1.Post("/entities", s.createEntity)
-	v1.Get("/entities", s.listEntities)
-	v1.Get("/entities/:id", s.getEntity)
-	v1.Patch("/entities/:id", s.updateEntity)
-	v1.Get("/entities/:id/facts", s.listEntityFacts)
+	// The key check is attached per route, not to the /v1 group: a group
+	// middleware would also run for manifest routes under /v1, some of
+	// which are public.
+	key, admin := s.requireKey, requireAdmin
+	v1 := s.app.Group("/v1")
+	v1.Post("/entities", key, s.createEntity)
+	v1.Get("/entities", key, s.listEntities)
+	v1.Get("/entities/:id", key, s.getEntity)
+	v1.Patch("/entities/:id", key, s.updateEntity)
+	v1.Get("/entities/:id/facts", key, s.listEntityFacts)
 
-	v1.Post("/facts", s.appendFact)
-	v1.Get("/facts/:id", s.getFact)
+	v1.Post("/facts", key, s.appendFact)
+	v1.Get("/facts/:id", key, s.getFact)
 
-	v1.Post("/configs", s.createConfig)
-	v1.Get("/configs", s.listConfigs)
-	v1.Get("/configs/:id", s.getConfig)
-	v1.Put("/configs/:id", s.updateConfig)
-	v1.Delete("/configs/:id", s.archiveConfig)
-	v1.Get("/configs/:id/versions", s.configVersions)
-	v1.Get("/configs/:id/versions/:version", s.configVersion)
+	v1.Post("/configs", key, s.createConfig)
+	v1.Get("/configs", key, s.listConfigs)
+	v1.Get("/configs/:id", key, s.getConfig)
+	v1.Put("/configs/:id", key, s.updateConfig)
+	v1.Delete("/configs/:id", key, s.archiveConfig)
+	v1.Get("/configs/:id/versions", key, s.configVersions)
+	v1.Get("/configs/:id/versions/:version", key, s.configVersion)
 
-	admin := v1.Group("/admin", requireAdmin)
-	admin.Get("/keys", s.listKeys)
-	admin.Post("/keys", s.createKey)
-	admin.Delete("/keys/:id", s.revokeKey)
-	admin.Get("/stream", s.streamStatus)
+	v1.Get("/admin/keys", key, admin, s.listKeys)
+	v1.Post("/admin/keys", key, admin, s.createKey)
+	v1.Delete("/admin/keys/:id", key, admin, s.revokeKey)
+	v1.Get("/admin/stream", key, admin, s.streamStatus)
+
+	// Everything else goes to the manifest's route table, which can be
+	// swapped at run time.
+	s.app.Use(s.dispatch)
 }
 
 // idempotent runs a write through the Idempotency-Key machinery when the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/idempotency"
+	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/platform"
 )
 
@@ -40,6 +42,14 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// Checks are reported by /health in addition to the store.
 	Checks []HealthCheck
+	// Limiter enforces manifest routes' rate limits; nil disables them.
+	Limiter RateLimiter
+	// Projections answers the query action; nil: every projection is
+	// unknown.
+	Projections Projections
+	// Routes is the gateway manifest to serve; nil serves the platform API
+	// alone. SetRoutes swaps it later.
+	Routes *manifest.Gateway
 }
 
 // HealthCheck is one named dependency check shown by /health.
@@ -62,6 +72,10 @@ type Server struct {
 	metrics  *httpMetrics
 	checks   []HealthCheck
 	started  time.Time
+
+	limiter     RateLimiter
+	projections Projections
+	table       atomic.Pointer[routeTable]
 }
 
 // New builds the server and registers the platform routes.
@@ -93,7 +107,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		registry: deps.Registry,
 		checks:   deps.Checks,
 		started:  time.Now(),
+
+		limiter:     deps.Limiter,
+		projections: deps.Projections,
 	}
+	s.SetRoutes(deps.Routes)
 	m, err := newHTTPMetrics(deps.Registry)
 	if err != nil {
 		return nil, err

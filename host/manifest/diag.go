@@ -38,6 +38,9 @@ func (e *Error) Error() string {
 // Diagnostics extracts the diagnostics from an error returned by a loader;
 // an unrelated error becomes a single diagnostic without position.
 func Diagnostics(file string, err error) []Diagnostic {
+	if err == nil {
+		return nil
+	}
 	var me *Error
 	if errors.As(err, &me) {
 		return me.Diagnostics

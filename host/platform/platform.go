@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/factline/factline/host/ledger"
@@ -37,7 +38,7 @@ type Options struct {
 // Service is the platform. It is safe for concurrent use.
 type Service struct {
 	store    store.Store
-	domain   *manifest.Domain
+	domain   atomic.Pointer[manifest.Domain]
 	ledgers  ledger.Registry
 	log      *slog.Logger
 	now      func() time.Time
@@ -67,19 +68,15 @@ func New(opts Options) (*Service, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 128
 	}
-	for _, name := range opts.Domain.EntityTypeNames() {
-		t := opts.Domain.Entities[name]
-		if _, ok := opts.Ledgers.Ledger(t.Ledger); !ok {
-			return nil, fmt.Errorf("platform: entity type %q names ledger %q, which is not registered", name, t.Ledger)
-		}
-	}
 	s := &Service{
 		store:   opts.Store,
-		domain:  opts.Domain,
 		ledgers: opts.Ledgers,
 		log:     opts.Logger,
 		now:     opts.Now,
 		configs: map[string]ConfigValidator{},
+	}
+	if err := s.SetDomain(opts.Domain); err != nil {
+		return nil, err
 	}
 	s.appender = newAppender(opts.Store, opts.MaxBatch)
 	s.locks = newStripedLock(1024)
@@ -93,13 +90,27 @@ func (s *Service) Close() { s.appender.close() }
 func (s *Service) Store() store.Store { return s.store }
 
 // Domain returns the domain manifest the service validates against.
-func (s *Service) Domain() *manifest.Domain { return s.domain }
+func (s *Service) Domain() *manifest.Domain { return s.domain.Load() }
+
+// SetDomain swaps the domain manifest (for example when a reloaded gateway
+// manifest declares new entity types). Every entity type must name a
+// registered ledger; on error the current domain stays.
+func (s *Service) SetDomain(d *manifest.Domain) error {
+	for _, name := range d.EntityTypeNames() {
+		t := d.Entities[name]
+		if _, ok := s.ledgers.Ledger(t.Ledger); !ok {
+			return fmt.Errorf("platform: entity type %q names ledger %q, which is not registered", name, t.Ledger)
+		}
+	}
+	s.domain.Store(d)
+	return nil
+}
 
 func (s *Service) nowMS() int64 { return s.now().UnixMilli() }
 
 // entityType resolves a type name or returns the contract's bad request.
 func (s *Service) entityType(name string) (*manifest.EntityType, error) {
-	t, ok := s.domain.Entities[name]
+	t, ok := s.domain.Load().Entities[name]
 	if !ok {
 		return nil, problem.Newf(problem.BadRequest, "Unknown entity type: %s", name)
 	}

@@ -69,6 +69,17 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "factline"
 	}
+	// pgx prepares every statement once per connection. After five runs
+	// PostgreSQL may switch a prepared statement to a generic plan and keep
+	// it until the table is next analyzed; a plan made while a table was
+	// young (a seq scan of a few pages) then stays in use as the table
+	// grows, and AppendFacts holds the global lock while it runs. Plan
+	// every execution with the current size and the actual parameters
+	// instead; the statements are simple, so planning is cheap. A
+	// plan_cache_mode in the URL wins.
+	if cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "" {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ func TestScratchTiming(t *testing.T) {
 	url := testutil.Postgres(t)
 	ctx := context.Background()
 	conn, _ := pgx.Connect(ctx, url)
-	conn.Exec(ctx, "ALTER DATABASE "+conn.Config().Database+" SET log_min_duration_statement = 0")
+	_ = 0
 	s, err := postgres.Open(ctx, url, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -26,9 +27,14 @@ func TestScratchTiming(t *testing.T) {
 	for i := range 64 {
 		s.CreateEntity(ctx, &store.Entity{TenantID: "tnt_a", ID: fmt.Sprintf("ent_%03d", i), Type: "account", Data: []byte(`{}`), CreatedAt: 1, UpdatedAt: 1})
 	}
+	if os.Getenv("NOFK") != "" {
+		if _, err := conn.Exec(ctx, "ALTER TABLE facts DROP CONSTRAINT facts_tenant_id_entity_id_fkey"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	n := 0
-	for round := range 30 {
-		items := make([]store.Append, 16)
+	for round := range 200 {
+		items := make([]store.Append, 128)
 		for i := range items {
 			n++
 			items[i] = store.Append{Fact: fact("tnt_a", fmt.Sprintf("ent_%03d", n%64), fmt.Sprintf("fct_%09d", n))}
@@ -37,19 +43,29 @@ func TestScratchTiming(t *testing.T) {
 		if _, err := s.AppendFacts(ctx, items); err != nil {
 			t.Fatal(err)
 		}
-		if round > 25 {
+		if round > 190 {
 			t.Logf("append: %v", time.Since(st))
 		}
 	}
-	var out string
-	rows, _ := conn.Query(ctx, "SELECT pg_read_file(pg_current_logfile())")
-	_ = rows
-	_ = out
-	st := time.Now()
-	var x int
-	for range 100 {
-		conn.QueryRow(ctx, "SELECT 1").Scan(&x)
+	ids := make([]string, 128)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("fct_%09d", 20000+i)
 	}
-	t.Logf("select 1: %v", time.Since(st)/100)
-	time.Sleep(time.Hour)
+	for _, q := range []string{
+		"EXPLAIN ANALYZE SELECT id FROM facts WHERE id = ANY($1::text[])",
+		"EXPLAIN ANALYZE SELECT f.id FROM unnest($1::text[]) AS k(id) JOIN facts f ON f.id = k.id",
+		"EXPLAIN ANALYZE SELECT id FROM facts WHERE id = ANY($1::text[])",
+		"EXPLAIN ANALYZE SELECT f.id FROM unnest($1::text[]) AS k(id) JOIN facts f ON f.id = k.id",
+	} {
+		rows, err := conn.Query(ctx, q, ids)
+		if err != nil {
+			t.Log(err)
+			continue
+		}
+		for rows.Next() {
+			var line string
+			rows.Scan(&line)
+			t.Log(line)
+		}
+	}
 }

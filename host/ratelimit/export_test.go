@@ -1,0 +1,29 @@
+package ratelimit
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewRedisAt is NewRedis deciding on the clock now instead of the server's,
+// so the shared suite can drive Redis and Memory through the same instants.
+func NewRedisAt(client redis.UniversalClient, opts RedisOptions, now func() time.Time) *Redis {
+	r := NewRedis(client, opts)
+	r.now = now
+	return r
+}
+
+// Len is the number of keys a Memory holds.
+func (m *Memory) Len() int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		n += len(s.tat)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+const HealthKey = healthKey

@@ -1,0 +1,167 @@
+package ratelimit
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisOptions configures NewRedis.
+type RedisOptions struct {
+	// Prefix starts every key; default "factline:rl:".
+	Prefix string
+	// FailOpen allows requests while Redis fails (logging a warning at most
+	// every few seconds, with Check reporting the failure); otherwise Allow
+	// returns an error wrapping ErrUnavailable.
+	FailOpen bool
+	// Logger receives the fail-open warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultPrefix is the key prefix when RedisOptions.Prefix is empty.
+const DefaultPrefix = "factline:rl:"
+
+// warnEvery is the shortest time between two fail-open warnings.
+const warnEvery = 5 * time.Second
+
+// healthKey is the key Check exercises, after the prefix. The NUL byte keeps
+// it apart from any key a route limit builds.
+const healthKey = "\x00health"
+
+//go:embed redis.lua
+var gcraSource string
+
+// gcraScript runs as EVALSHA, falling back to EVAL when the server does not
+// have it cached.
+var gcraScript = redis.NewScript(gcraSource)
+
+// Redis is a Limiter whose state lives in Redis, shared by every gateway
+// process that uses the same server and prefix. Each Allow is one round trip
+// (one Lua script) and decides on the server's clock.
+//
+// The client's timeouts bound how long Allow waits for a failing server:
+// give it short ones (and the request a deadline) so that failing open or
+// closed happens quickly.
+type Redis struct {
+	client   redis.UniversalClient
+	prefix   string
+	failOpen bool
+	log      *slog.Logger
+	desc     string
+
+	// now replaces the server clock; set only by tests.
+	now func() time.Time
+
+	lastWarn   atomic.Int64 // time.Now().UnixNano() of the last warning
+	suppressed atomic.Int64 // failures not logged since then
+}
+
+var _ Limiter = (*Redis)(nil)
+
+// NewRedis returns a limiter on client, which stays the caller's to close.
+func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+	if client == nil {
+		panic("ratelimit: NewRedis with a nil client")
+	}
+	r := &Redis{client: client, prefix: opts.Prefix, failOpen: opts.FailOpen, log: opts.Logger}
+	if r.prefix == "" {
+		r.prefix = DefaultPrefix
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.desc = "redis " + addrOf(client)
+	return r
+}
+
+// Allow implements Limiter. While Redis fails, a fail-open limiter allows
+// the request with the decision of a fresh key; a fail-closed one returns
+// an error wrapping ErrUnavailable.
+func (r *Redis) Allow(ctx context.Context, key string, rpm int) (Decision, error) {
+	if err := checkRPM(rpm); err != nil {
+		return Decision{}, err
+	}
+	d, err := r.run(ctx, r.prefix+key, rpm)
+	if err == nil {
+		return d, nil
+	}
+	if !r.failOpen {
+		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	r.warn(err)
+	d, _ = decide(0, 0, rpm)
+	return d, nil
+}
+
+// run executes the script for one request.
+func (r *Redis) run(ctx context.Context, key string, rpm int) (Decision, error) {
+	now := ""
+	if r.now != nil {
+		now = strconv.FormatInt(r.now().UnixMicro(), 10)
+	}
+	res, err := gcraScript.Run(ctx, r.client, []string{key}, rpm, interval(rpm), now).Int64Slice()
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(res) != 4 {
+		return Decision{}, fmt.Errorf("ratelimit: script returned %d values, want 4", len(res))
+	}
+	return Decision{
+		Allowed:    res[0] == 1,
+		Limit:      rpm,
+		Remaining:  int(res[1]),
+		RetryAfter: micros(res[2]),
+		ResetAfter: micros(res[3]),
+	}, nil
+}
+
+// warn logs a fail-open failure, at most once every warnEvery.
+func (r *Redis) warn(err error) {
+	now := time.Now().UnixNano()
+	last := r.lastWarn.Load()
+	if (last != 0 && now-last < int64(warnEvery)) || !r.lastWarn.CompareAndSwap(last, now) {
+		r.suppressed.Add(1)
+		return
+	}
+	r.log.Warn("rate limiter backend failing; allowing requests unlimited (fail-open)",
+		"backend", r.desc, "error", err, "suppressed", r.suppressed.Swap(0))
+}
+
+// Check implements Limiter by running the limiter's own script against a
+// reserved key, so a failure of anything Allow needs shows.
+func (r *Redis) Check(ctx context.Context) (string, error) {
+	if _, err := r.run(ctx, r.prefix+healthKey, MaxRPM); err != nil {
+		mode := "failing closed"
+		if r.failOpen {
+			mode = "failing open: requests are not limited"
+		}
+		return r.desc, fmt.Errorf("%w (%s): %w", ErrUnavailable, mode, err)
+	}
+	return r.desc, nil
+}
+
+// addrOf names the server(s) of a client for Check.
+func addrOf(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	case *redis.Ring:
+		addrs := make([]string, 0, len(c.Options().Addrs))
+		for _, a := range c.Options().Addrs {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		return strings.Join(addrs, ",")
+	}
+	return fmt.Sprintf("%T", c)
+}
