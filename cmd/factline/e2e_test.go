@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -67,8 +68,26 @@ func cli(t *testing.T, env []string, args ...string) (string, string, int) {
 type server struct {
 	cmd    *exec.Cmd
 	base   string
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	exited chan error
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
@@ -80,7 +99,7 @@ func startServer(t *testing.T, args ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	s := &server{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -282,5 +301,61 @@ func TestEnvironmentConfiguresFlags(t *testing.T) {
 	stdout, _, _ := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "list")
 	if !strings.Contains(stdout, "envt") {
 		t.Fatalf("keys list: %s", stdout)
+	}
+}
+
+// TestHotReload: with --watch, an edited manifest's routes are served
+// without a restart; an invalid edit is refused and the old routes stay.
+func TestHotReload(t *testing.T) {
+	dir := t.TempDir()
+	man := filepath.Join(dir, "gateway.yaml")
+	write := func(body string) {
+		t.Helper()
+		// Write then rename, so the watcher never reads a half-written file.
+		tmp := man + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, man); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("name: one\nversion: \"1\"\nroutes:\n  - {path: /v1/one, method: GET, entity: system, action: get, auth: public}\n")
+	s := startServer(t, "--data-dir", filepath.Join(dir, "data"), "--manifest", man, "--watch")
+	defer s.stop(t)
+	if code, _ := s.do(t, "GET", "/v1/one", "", ""); code != 200 {
+		t.Fatalf("initial route: %d", code)
+	}
+	waitFor := func(path string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			code, _ := s.do(t, "GET", path, "", "")
+			if code == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s still %d, want %d\n%s", path, code, want, s.stderr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	write("name: two\nversion: \"2\"\nroutes:\n  - {path: /v1/two, method: GET, entity: system, action: get, auth: public}\n")
+	waitFor("/v1/two", 200)
+	waitFor("/v1/one", 404)
+
+	write("name: broken\nversion: \"3\"\nroutes:\n  - {path: /v1/three, method: FETCH, entity: system, action: get}\n")
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(s.stderr.String(), "gateway manifest refused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("invalid manifest not reported:\n%s", s.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(s.stderr.String(), "gateway.yaml:4:") {
+		t.Fatalf("refusal does not name the line:\n%s", s.stderr)
+	}
+	if code, _ := s.do(t, "GET", "/v1/two", "", ""); code != 200 {
+		t.Fatalf("old routes stopped serving after an invalid reload: %d", code)
 	}
 }

@@ -47,7 +47,7 @@ type Config struct {
 	// false answers 503 instead.
 	RateLimitFailOpen bool
 	DocsURL           string
-	BodyLimit   int
+	BodyLimit         int
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -94,11 +94,11 @@ type App struct {
 	cfg          Config
 	baseDomain   *manifest.Domain
 	limiterClose func() error
-	Store    store.Store
-	Platform *platform.Service
-	Server   *gateway.Server
-	Registry *prometheus.Registry
-	Stream   *stream.Metrics
+	Store        store.Store
+	Platform     *platform.Service
+	Server       *gateway.Server
+	Registry     *prometheus.Registry
+	Stream       *stream.Metrics
 }
 
 // New opens the store and builds every part; it does not listen yet.

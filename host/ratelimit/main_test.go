@@ -34,11 +34,18 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// redisURL is the URL of a fresh logical database, flushed when the test
+// ends.
+func redisURL(t testing.TB) string {
+	t.Helper()
+	return testutil.Redis(t)
+}
+
 // redisClient returns a client on a fresh logical database, closed when the
 // test ends.
 func redisClient(t testing.TB) *redis.Client {
 	t.Helper()
-	opts, err := redis.ParseURL(testutil.Redis(t))
+	opts, err := redis.ParseURL(redisURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
