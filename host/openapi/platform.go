@@ -38,6 +38,13 @@ type platformOp struct {
 	idempotent, public, admin                   bool
 }
 
+// positive is an integer from 1.
+func positive(desc string) *openapi3.SchemaRef {
+	r := integer(desc)
+	r.Value.Min = ptr(1.0)
+	return r
+}
+
 func idParam(what string) *openapi3.ParameterRef {
 	return &openapi3.ParameterRef{Value: openapi3.NewPathParameter("id").
 		WithDescription("Id of the " + what + ".").
@@ -62,7 +69,7 @@ func (b *builder) platform() {
 	entityPatchBody := func() *openapi3.Schema {
 		s := object("A JSON merge patch of the entity's fields: a field set to null is removed, others replace the stored value. Fields may sit at the top level or in data (top level wins). The patched entity must still satisfy its type's field declarations.",
 			[]string{"version"}, false,
-			prop{"version", inline(openapi3.NewInt64Schema().WithMin(1).WithDescription("The version the change is based on; anything but the current version is a 409."))},
+			prop{"version", positive("The version the change is based on; anything but the current version is a 409.")},
 			prop{"entity_type", inline(typeSchema("When sent, the entity must be of this type (else 404)."))},
 			prop{"metadata", freeObject("Replaces the entity's metadata.")},
 			prop{"data", freeObject("Fields to patch.")},
@@ -88,7 +95,7 @@ func (b *builder) platform() {
 		prop{"data", freeObject("The fact's payload.")},
 		prop{"source_id", str("Caller's id of the fact's origin.")},
 		prop{"trace_id", str("Trace id; defaults to the request id.")},
-		prop{"expected_version", inline(openapi3.NewInt64Schema().WithMin(1).WithDescription("When sent, the entity must be at this version (else 409)."))},
+		prop{"expected_version", positive("When sent, the entity must be at this version (else 409).")},
 	))
 	configProps := func(creating bool) []prop {
 		ps := []prop{
@@ -104,7 +111,7 @@ func (b *builder) platform() {
 				prop{"id", str("The config's id (1-128 characters of letters, digits and _ . : -); generated (cfg_<ulid>) when absent.")},
 			)
 		}
-		return append(ps, prop{"version", inline(openapi3.NewInt64Schema().WithMin(1).WithDescription("When sent, the config must be at this version (else 409)."))})
+		return append(ps, prop{"version", positive("When sent, the config must be at this version (else 409).")})
 	}
 	b.define(schemaCreateConfig, object("A new config; it starts at version 1.", []string{"type", "settings"}, true, configProps(true)...))
 	b.define(schemaUpdateConfig, object("The next version of a config.", []string{"settings"}, true, configProps(false)...))

@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -233,7 +232,8 @@ func (l *lockedBuffer) String() string {
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	addr := closedAddr(t)
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	// No retries: each Allow fails at once, as a gateway should configure.
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	t.Cleanup(func() { client.Close() })
 	c := ctx(t)
 
@@ -289,7 +289,7 @@ func TestRedisRecovers(t *testing.T) {
 	px := newProxy(t, opts.Addr)
 	o := *opts
 	o.Addr = px.addr
-	o.MaxRetries = -1
+	o.MaxRetries, o.DialerRetries = -1, 1
 	client := redis.NewClient(&o)
 	t.Cleanup(func() { client.Close() })
 	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: true, Logger: slog.New(slog.DiscardHandler)})
