@@ -80,7 +80,7 @@ func (b *builder) route(r *manifest.Route) error {
 		status, okDesc, data = http.StatusOK, "The gateway's status.", b.schema(schemaSystemStatus)
 		hasBody = false
 	case r.Action == manifest.ActionEmit:
-		op.Summary = fmt.Sprintf("Emit %s %s fact on %s", article(r.FactType), r.FactType, article(r.Entity))
+		op.Summary = fmt.Sprintf("Emit %s fact on %s", article(r.FactType), article(r.Entity))
 		op.Description = fmt.Sprintf("Appends a fact of type %s to the %s's ledger and returns its id, ledger position (seq) and timestamp.", r.FactType, r.Entity)
 		if entityIdx >= 0 {
 			op.Description += fmt.Sprintf(" The path parameter %s names the %s.", names[entityIdx], r.Entity)

@@ -28,6 +28,7 @@ if tat < now then
 end
 local nxt = tat + t
 if nxt - now > limit then
+  redis.call('SET', KEYS[1], string.format('%d', nxt))
   return {0, 0, nxt - limit - now, tat - now}
 end
 

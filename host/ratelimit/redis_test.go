@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -313,4 +314,58 @@ func TestRedisRecovers(t *testing.T) {
 	if d, err := lim.Allow(c, "k", 1); err != nil || d.Allowed {
 		t.Fatalf("after recovery: %+v, %v; want rejected", d, err)
 	}
+}
+
+// TestRedisOneRoundTrip: each Allow is a single EVALSHA once the script is
+// cached on the server.
+func TestRedisOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	client := redisClient(t)
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{})
+	c := ctx(t)
+	if _, err := lim.Allow(c, "warm", 60); err != nil { // may load the script
+		t.Fatal(err)
+	}
+	var cmds commandLog
+	client.AddHook(&cmds)
+	for range 10 {
+		if _, err := lim.Allow(c, "k", 60); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cmds.String(); got != strings.Repeat("evalsha ", 10) {
+		t.Fatalf("10 requests sent %q, want 10 evalsha", got)
+	}
+}
+
+// commandLog is a go-redis hook that records the commands sent.
+type commandLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.mu.Lock()
+		l.b.WriteString(cmd.Name() + " ")
+		l.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.mu.Lock()
+		l.b.WriteString("pipeline ")
+		l.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (l *commandLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -108,8 +108,8 @@ type entityRow struct {
 func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
 	for i, it := range items {
 		f := it.Fact
-		if f.ID == "" || f.TenantID == "" || f.Type == "" {
-			return nil, fmt.Errorf("postgres: append facts: item %d: fact id, tenant and type are required", i)
+		if f.ID == "" || f.TenantID == "" {
+			return nil, fmt.Errorf("postgres: append facts: item %d: fact id and tenant are required", i)
 		}
 		if err := errors.Join(checkJSON("data", f.Data), checkJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("postgres: append facts: item %d: %w", i, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
+
+// quiet discards the stores' log lines (one per applied migration).
+var quiet = slog.New(slog.DiscardHandler)
 
 // waitLimit bounds every wait for a notification or another goroutine.
 const waitLimit = 10 * time.Second
@@ -42,7 +46,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, hooks store.Hooks) store.Store {
 		// The suite closes the store; the database is dropped after that.
-		s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{Hooks: hooks})
+		s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{Hooks: hooks, Logger: quiet})
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
@@ -52,7 +56,7 @@ func TestConformance(t *testing.T) {
 
 func TestBackend(t *testing.T) {
 	t.Parallel()
-	s := open(t, testutil.Postgres(t), postgres.Options{})
+	s := open(t, testutil.Postgres(t), postgres.Options{Logger: quiet})
 	if got := s.Backend(); got != "postgres" {
 		t.Errorf("Backend() = %q", got)
 	}
@@ -76,7 +80,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 	results := make(chan opened, n)
 	for range n {
 		go func() {
-			s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2})
+			s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2, Logger: quiet})
 			results <- opened{s, err}
 		}()
 	}
@@ -92,7 +96,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 		return
 	}
 	// And again, once everything is applied.
-	s := open(t, url, postgres.Options{})
+	s := open(t, url, postgres.Options{Logger: quiet})
 	createEntity(t, s, "tnt_a", "ent_1")
 
 	conn, err := pgx.Connect(ctx, url)
@@ -116,7 +120,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := postgres.Open(ctx, url, postgres.Options{}); err == nil {
+	if s, err := postgres.Open(ctx, url, postgres.Options{Logger: quiet}); err == nil {
 		s.Close()
 		t.Error("Open of a database at a newer schema version succeeded")
 	}
@@ -125,10 +129,10 @@ func TestMigrationsIdempotent(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	if _, err := postgres.Open(ctx, "", postgres.Options{}); err == nil {
+	if _, err := postgres.Open(ctx, "", postgres.Options{Logger: quiet}); err == nil {
 		t.Error("Open with an empty URL succeeded")
 	}
-	if _, err := postgres.Open(ctx, "postgres://u:secret@[::1", postgres.Options{}); err == nil {
+	if _, err := postgres.Open(ctx, "postgres://u:secret@[::1", postgres.Options{Logger: quiet}); err == nil {
 		t.Error("Open with a malformed URL succeeded")
 	} else if strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q leaks the password", err)
@@ -136,7 +140,7 @@ func TestOpenErrors(t *testing.T) {
 	// Nothing listens on port 1.
 	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := postgres.Open(short, "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2", postgres.Options{}); err == nil {
+	if _, err := postgres.Open(short, "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=2", postgres.Options{Logger: quiet}); err == nil {
 		t.Error("Open of an unreachable server succeeded")
 	}
 }
@@ -145,8 +149,8 @@ func TestTwoStoresShareFacts(t *testing.T) {
 	t.Parallel()
 	url := testutil.Postgres(t)
 	ctx := t.Context()
-	a := open(t, url, postgres.Options{})
-	b := open(t, url, postgres.Options{})
+	a := open(t, url, postgres.Options{Logger: quiet})
+	b := open(t, url, postgres.Options{Logger: quiet})
 	createEntity(t, a, "tnt_a", "ent_1")
 
 	subCtx, cancel := context.WithCancel(ctx)
@@ -192,7 +196,7 @@ func TestConcurrentStoresGaplessPositions(t *testing.T) {
 	t.Parallel()
 	url := testutil.Postgres(t)
 	ctx := t.Context()
-	stores := []*postgres.Store{open(t, url, postgres.Options{}), open(t, url, postgres.Options{})}
+	stores := []*postgres.Store{open(t, url, postgres.Options{Logger: quiet}), open(t, url, postgres.Options{Logger: quiet})}
 	for i := range 4 {
 		createEntity(t, stores[0], "tnt_a", fmt.Sprintf("ent_%d", i))
 	}
@@ -287,7 +291,7 @@ func TestRestart(t *testing.T) {
 	url := testutil.Postgres(t)
 	ctx := t.Context()
 
-	s, err := postgres.Open(ctx, url, postgres.Options{})
+	s, err := postgres.Open(ctx, url, postgres.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +307,7 @@ func TestRestart(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 
-	s = open(t, url, postgres.Options{})
+	s = open(t, url, postgres.Options{Logger: quiet})
 	e, err := s.GetEntity(ctx, "tnt_a", "ent_1")
 	if err != nil || e.Version != 2 {
 		t.Fatalf("entity after reopen: %+v, %v", e, err)
@@ -323,7 +327,7 @@ func TestRestart(t *testing.T) {
 
 func TestSubscribeAfterClose(t *testing.T) {
 	t.Parallel()
-	s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{})
+	s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,8 +356,8 @@ func TestListenerReconnects(t *testing.T) {
 	t.Parallel()
 	url := testutil.Postgres(t)
 	ctx := t.Context()
-	a := open(t, url, postgres.Options{})
-	b := open(t, url, postgres.Options{})
+	a := open(t, url, postgres.Options{Logger: quiet})
+	b := open(t, url, postgres.Options{Logger: quiet})
 	createEntity(t, a, "tnt_a", "ent_1")
 	wake, err := b.SubscribeFacts(ctx)
 	if err != nil {
@@ -394,7 +398,7 @@ func TestIdempotencyRace(t *testing.T) {
 	t.Parallel()
 	url := testutil.Postgres(t)
 	ctx := t.Context()
-	stores := []*postgres.Store{open(t, url, postgres.Options{}), open(t, url, postgres.Options{})}
+	stores := []*postgres.Store{open(t, url, postgres.Options{Logger: quiet}), open(t, url, postgres.Options{Logger: quiet})}
 	const rounds, callers = 20, 8
 	for r := range rounds {
 		key := store.IdemKey{TenantID: "tnt_a", Scope: "POST /v1/entities", Key: fmt.Sprintf("k%d", r)}
@@ -432,7 +436,7 @@ func TestIdempotencyRace(t *testing.T) {
 
 func TestJSONRejected(t *testing.T) {
 	t.Parallel()
-	s := open(t, testutil.Postgres(t), postgres.Options{})
+	s := open(t, testutil.Postgres(t), postgres.Options{Logger: quiet})
 	ctx := t.Context()
 	e := &store.Entity{TenantID: "tnt_a", ID: "ent_1", Type: "account", Data: []byte(`{"a":`), CreatedAt: 1, UpdatedAt: 1}
 	if err := s.CreateEntity(ctx, e); err == nil {
@@ -461,7 +465,7 @@ func BenchmarkAppendFacts(b *testing.B) {
 					url = testutil.PostgresDurable(b)
 				}
 				ctx := context.Background()
-				s, err := postgres.Open(ctx, url, postgres.Options{})
+				s, err := postgres.Open(ctx, url, postgres.Options{Logger: quiet})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,41 @@
+package ratelimit_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/factline/factline/host/ratelimit"
+)
+
+// benchAllow runs Allow in parallel over 1024 keys at a limit high enough
+// that most requests pass (a rejection costs the same).
+func benchAllow(b *testing.B, lim ratelimit.Limiter) {
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "tenant-" + strconv.Itoa(i)
+	}
+	var next atomic.Int64
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)) * 7919
+		for pb.Next() {
+			if _, err := lim.Allow(ctx, keys[i%len(keys)], 1_000_000); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
+
+func BenchmarkMemoryAllow(b *testing.B) {
+	benchAllow(b, ratelimit.NewMemory(ratelimit.MemoryOptions{}))
+}
+
+func BenchmarkRedisAllow(b *testing.B) {
+	benchAllow(b, ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{}))
+}
