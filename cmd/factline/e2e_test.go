@@ -359,3 +359,21 @@ func TestHotReload(t *testing.T) {
 		t.Fatalf("old routes stopped serving after an invalid reload: %d", code)
 	}
 }
+
+func TestOpenAPICommand(t *testing.T) {
+	man, _ := filepath.Abs("../../manifests/gateway.yaml")
+	stdout, stderr, code := cli(t, nil, "openapi", "--manifest", man)
+	var doc map[string]any
+	if code != 0 || json.Unmarshal([]byte(stdout), &doc) != nil || doc["openapi"] != "3.0.3" {
+		t.Fatalf("openapi: %d %s %.300s", code, stderr, stdout)
+	}
+	if _, ok := doc["paths"].(map[string]any)["/v1/accounts/{id}/deposits"]; !ok {
+		t.Fatal("document lacks the manifest's emit route")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nversion: \"1\"\nroutes:\n  - {path: nope, method: GET, entity: account, action: get}\n"), 0o644)
+	_, stderr, code = cli(t, nil, "openapi", "--manifest", bad)
+	if code != 1 || !strings.Contains(stderr, bad+":4:") {
+		t.Fatalf("bad manifest: %d %s", code, stderr)
+	}
+}

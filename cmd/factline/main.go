@@ -32,6 +32,7 @@ var commands = []command{
 	{"serve", "start the HTTP gateway", runServe},
 	{"keys", "create, list and revoke API keys (keys create|list|revoke)", runKeys},
 	{"check", "check manifest files and report every problem", runCheck},
+	{"openapi", "print the OpenAPI 3.0 description of a gateway manifest", runOpenAPI},
 	{"version", "print the version", runVersion},
 }
 

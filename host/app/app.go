@@ -104,7 +104,7 @@ type App struct {
 // New opens the store and builds every part; it does not listen yet.
 func New(ctx context.Context, cfg Config) (*App, error) {
 	cfg.defaults()
-	base, err := loadDomain(cfg.Domain)
+	base, err := LoadDomain(cfg.Domain)
 	if err != nil {
 		return nil, err
 	}

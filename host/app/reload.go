@@ -14,9 +14,9 @@ import (
 	"github.com/factline/factline/manifests"
 )
 
-// loadDomain reads the domain manifest, or the built-in one when path is
+// LoadDomain reads the domain manifest, or the built-in one when path is
 // empty.
-func loadDomain(path string) (*manifest.Domain, error) {
+func LoadDomain(path string) (*manifest.Domain, error) {
 	var (
 		d   *manifest.Domain
 		err error

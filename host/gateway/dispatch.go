@@ -41,7 +41,9 @@ var ErrUnknownProjection = errors.New("unknown projection")
 // finish on the table they started with. A nil manifest removes every
 // manifest route.
 func (s *Server) SetRoutes(gw *manifest.Gateway) {
-	s.table.Store(compileTable(gw))
+	t := compileTable(gw)
+	t.docs = s.describe(gw)
+	s.table.Store(t)
 }
 
 // Routes returns the manifest currently served (nil when none).

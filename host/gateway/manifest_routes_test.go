@@ -424,3 +424,44 @@ routes:
 		t.Fatalf("after Retry-After the request got %d", code)
 	}
 }
+
+func TestOpenAPIServedForCurrentRoutes(t *testing.T) {
+	h := setupGateway(t, "sqlite")
+	paths := func() map[string]any {
+		resp, err := h.srv.App().Test(mustRequest("GET", "/openapi.json"), 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("/openapi.json %d", resp.StatusCode)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(readAll(resp)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc["openapi"] != "3.0.3" {
+			t.Fatalf("openapi version %v", doc["openapi"])
+		}
+		return doc["paths"].(map[string]any)
+	}
+	p := paths()
+	for _, want := range []string{"/v1/accounts/{id}", "/v1/status", "/v1/entities", "/v1/facts/{id}"} {
+		if _, ok := p[want]; !ok {
+			t.Errorf("/openapi.json lacks %s", want)
+		}
+	}
+	base, _ := manifest.LoadDomainFile("../../manifests/domain.yaml")
+	next, _ := manifest.ParseGateway("n.yaml", []byte("name: n\nversion: \"1\"\nroutes:\n  - {path: /v9/ping, method: GET, entity: system, action: get, auth: public}\n"), base)
+	h.srv.SetRoutes(next)
+	p = paths()
+	if _, ok := p["/v9/ping"]; !ok {
+		t.Fatal("/openapi.json does not follow a route swap")
+	}
+	if _, ok := p["/v1/accounts/{id}"]; ok {
+		t.Fatal("/openapi.json still lists a removed route")
+	}
+	resp, _ := h.srv.App().Test(mustRequest("GET", "/docs"), 5000)
+	if body := readAll(resp); resp.StatusCode != 200 || !strings.Contains(body, "/v9/ping") || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("/docs %d %.200s", resp.StatusCode, body)
+	}
+}

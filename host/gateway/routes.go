@@ -17,6 +17,8 @@ import (
 func (s *Server) routes() {
 	s.app.Get("/health", s.health)
 	s.app.Get("/errors/:slug", s.errorPage)
+	s.app.Get("/openapi.json", s.openAPI)
+	s.app.Get("/docs", s.apiReference)
 	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 
 	// The key check is attached per route, not to the /v1 group: a group

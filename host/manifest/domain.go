@@ -225,6 +225,9 @@ func (c *checker) entityField(what string, key, n *yaml.Node) Field {
 	}
 	fl.Required = c.boolean(f, "required", what)
 	fl.Storage, storageNode = c.str(f, "storage", what, false, n)
+	if storageNode != nil && reservedFilter(fl.Name) {
+		c.at(key, "%s: %q cannot have a storage slot: listings use it as a query parameter", what, fl.Name)
+	}
 	if storageNode != nil {
 		_, number, ok := store.ParseSlotColumn(fl.Storage)
 		switch {

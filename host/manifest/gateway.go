@@ -217,6 +217,9 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 					c.at(tn, "%s.type: %q is not one of string, number", fw, typ)
 				}
 				idx := c.boolean(fm, "indexed", fw)
+				if idx && reservedFilter(k.Value) {
+					c.at(k, "%s: %q cannot be indexed: list routes use it as a query parameter", fw, k.Value)
+				}
 				if idx && typ == "string" {
 					indexedS++
 				} else if idx && typ == "number" {
@@ -492,4 +495,10 @@ func MergeDomain(d *Domain, g *Gateway) *Domain {
 		out.Entities[e.Name] = t
 	}
 	return out
+}
+
+// reservedFilter reports field names that listings use as query
+// parameters, so they could never be filtered on.
+func reservedFilter(name string) bool {
+	return name == "cursor" || name == "limit" || name == "entity_type"
 }

@@ -42,7 +42,7 @@ func DocsHTML(doc *openapi3.T) ([]byte, error) {
 	p.Groups = groups(doc)
 	if doc.Components != nil {
 		for _, name := range sortedKeys(doc.Components.Schemas) {
-			p.Schemas = append(p.Schemas, namedSchema{Name: name, Anchor: schemaAnchor(name), Schema: view(doc.Components.Schemas[name], 0, true)})
+			p.Schemas = append(p.Schemas, namedSchema{Name: name, Anchor: schemaAnchor(name), Schema: view(doc.Components.Schemas[name], 0, 1)})
 		}
 	}
 	var buf bytes.Buffer
@@ -135,13 +135,14 @@ type variantView struct {
 // maxDepth bounds how deep inline schemas are shown.
 const maxDepth = 12
 
-// view renders a schema reference. Component references are links, except
-// at the top (expand) where the component's content is shown.
-func view(ref *openapi3.SchemaRef, depth int, expand bool) *schemaView {
+// view renders a schema reference at a nesting depth. Component
+// references nested expandBelow levels deep or deeper are links; above
+// that, the component's content is shown in place.
+func view(ref *openapi3.SchemaRef, depth, expandBelow int) *schemaView {
 	if ref == nil {
 		return nil
 	}
-	if ref.Ref != "" && !expand {
+	if ref.Ref != "" && (depth >= expandBelow || ref.Value == nil) {
 		name := refName(ref.Ref)
 		v := &schemaView{Ref: name, RefAnchor: schemaAnchor(name)}
 		if ref.Value != nil {
@@ -169,11 +170,11 @@ func view(ref *openapi3.SchemaRef, depth int, expand bool) *schemaView {
 		required[r] = true
 	}
 	for _, n := range names {
-		v.Props = append(v.Props, propView{Name: n, Required: required[n], Schema: view(s.Properties[n], depth+1, false)})
+		v.Props = append(v.Props, propView{Name: n, Required: required[n], Schema: view(s.Properties[n], depth+1, expandBelow)})
 	}
-	v.Items = view(s.Items, depth+1, false)
+	v.Items = view(s.Items, depth+1, expandBelow)
 	if ap := s.AdditionalProperties.Schema; ap != nil {
-		v.Values = view(ap, depth+1, false)
+		v.Values = view(ap, depth+1, expandBelow)
 	}
 	for _, x := range []struct {
 		kind string
@@ -184,7 +185,7 @@ func view(ref *openapi3.SchemaRef, depth int, expand bool) *schemaView {
 		}
 		vv := variantView{Kind: x.kind}
 		for _, r := range x.refs {
-			vv.Schemas = append(vv.Schemas, view(r, depth+1, false))
+			vv.Schemas = append(vv.Schemas, view(r, depth+1, expandBelow))
 		}
 		v.Variants = append(v.Variants, vv)
 	}
@@ -382,12 +383,12 @@ func operation(doc *openapi3.T, path, method string, op *openapi3.Operation) opV
 			continue
 		}
 		p := pr.Value
-		pv := paramView{Name: p.Name, In: p.In, Description: p.Description, Required: p.Required, Schema: view(p.Schema, 1, false)}
+		pv := paramView{Name: p.Name, In: p.In, Description: p.Description, Required: p.Required, Schema: view(p.Schema, 0, 0)}
 		v.Params = append(v.Params, pv)
 	}
 	if op.RequestBody != nil && op.RequestBody.Value != nil {
 		rb := op.RequestBody.Value
-		v.Body = &bodyView{Description: rb.Description, Required: rb.Required, Contents: contents(rb.Content)}
+		v.Body = &bodyView{Description: rb.Description, Required: rb.Required, Contents: contents(rb.Content, true)}
 	}
 	if op.Responses != nil {
 		codes := sortedKeys(op.Responses.Map())
@@ -398,7 +399,9 @@ func operation(doc *openapi3.T, path, method string, op *openapi3.Operation) opV
 				continue
 			}
 			r := rr.Value
-			rv := responseView{Status: code, Class: statusClass(code), Contents: contents(r.Content)}
+			// Success bodies are shown in full; error bodies are the
+			// same few schemas, linked.
+			rv := responseView{Status: code, Class: statusClass(code), Contents: contents(r.Content, statusClass(code) == "ok")}
 			if r.Description != nil {
 				rv.Description = *r.Description
 			}
@@ -407,7 +410,7 @@ func operation(doc *openapi3.T, path, method string, op *openapi3.Operation) opV
 				if h == nil || h.Value == nil {
 					continue
 				}
-				rv.Headers = append(rv.Headers, paramView{Name: name, Description: h.Value.Description, Schema: view(h.Value.Schema, 1, false)})
+				rv.Headers = append(rv.Headers, paramView{Name: name, Description: h.Value.Description, Schema: view(h.Value.Schema, 0, 0)})
 			}
 			v.Responses = append(v.Responses, rv)
 		}
@@ -415,14 +418,26 @@ func operation(doc *openapi3.T, path, method string, op *openapi3.Operation) opV
 	return v
 }
 
-func contents(c openapi3.Content) []contentView {
+// contents lists a body's media types. In full, component schemas are
+// shown two levels deep (the envelope and its data); otherwise the body
+// is a bare link to its schema.
+func contents(c openapi3.Content, full bool) []contentView {
 	var out []contentView
 	for _, mt := range sortedKeys(c) {
 		m := c[mt]
 		if m == nil {
 			continue
 		}
-		out = append(out, contentView{MediaType: mt, Schema: view(m.Schema, 0, true)})
+		var v *schemaView
+		if full {
+			v = view(m.Schema, 0, 2)
+		} else {
+			v = view(m.Schema, 0, 0)
+			if v != nil && v.Ref != "" {
+				v.Description = ""
+			}
+		}
+		out = append(out, contentView{MediaType: mt, Schema: v})
 	}
 	return out
 }
@@ -578,8 +593,8 @@ section.schemas > div { border-top: 1px solid var(--line); padding: 8px 0; }
 </body>
 </html>
 {{define "schema"}}{{if .}}{{if .Ref}}<a href="#{{.RefAnchor}}"><code>{{.Ref}}</code></a>{{if .Description}} <span class="notes">{{.Description}}</span>{{end}}{{else}}<div class="schema"><span class="type">{{.Type}}</span>{{if .Description}} <span class="desc">{{.Description}}</span>{{end}}{{if .Notes}} <span class="notes">({{range $i, $n := .Notes}}{{if $i}}; {{end}}{{$n}}{{end}})</span>{{end}}
-{{if .Props}}<ul>{{range .Props}}<li><code class="pname">{{.Name}}</code>{{if .Required}} <span class="req">required</span>{{end}} {{template "schema" .Schema}}</li>{{end}}</ul>{{end}}
-{{with .Items}}{{template "schema" .}}{{end}}
-{{with .Values}}<div class="notes">member values:</div>{{template "schema" .}}{{end}}
-{{range .Variants}}<div class="notes">{{.Kind}}:</div><ul>{{range .Schemas}}<li>{{template "schema" .}}</li>{{end}}</ul>{{end}}
+{{- if .Props}}<ul>{{range .Props}}<li><code class="pname">{{.Name}}</code>{{if .Required}} <span class="req">required</span>{{end}} {{template "schema" .Schema}}</li>{{end}}</ul>{{end}}
+{{- with .Items}}{{template "schema" .}}{{end}}
+{{- with .Values}}<div class="notes">member values:</div>{{template "schema" .}}{{end}}
+{{- range .Variants}}<div class="notes">{{.Kind}}:</div><ul>{{range .Schemas}}<li>{{template "schema" .}}</li>{{end}}</ul>{{end -}}
 </div>{{end}}{{end}}{{end}}`

@@ -79,6 +79,24 @@ func TestDocsHTML(t *testing.T) {
 	}
 }
 
+// A document read back by kin-openapi's loader renders the same page.
+func TestDocsHTMLOfLoadedDocument(t *testing.T) {
+	t.Parallel()
+	gw, domain := repoManifests(t)
+	doc := generate(t, gw, domain, goldenOptions)
+	direct, err := openapi.DocsHTML(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := openapi.DocsHTML(roundTrip(t, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(direct) != string(loaded) {
+		t.Errorf("the page of the loaded document differs (%d bytes, %d bytes)", len(direct), len(loaded))
+	}
+}
+
 func TestDocsHTMLEscapes(t *testing.T) {
 	t.Parallel()
 	gw, domain := parse(t, `

@@ -112,7 +112,7 @@ func Generate(gw *manifest.Gateway, domain *manifest.Domain, opts Options) (*ope
 		}
 	}
 	b.doc.Tags = append(b.doc.Tags, b.tags...)
-	b.doc.Tags = append(b.doc.Tags, platformTags...)
+	b.doc.Tags = append(b.doc.Tags, platformTags()...)
 	return b.doc, nil
 }
 

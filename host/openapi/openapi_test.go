@@ -802,3 +802,28 @@ func TestOptions(t *testing.T) {
 		t.Errorf("401 example = %v", ex)
 	}
 }
+
+func TestOperationIDs(t *testing.T) {
+	t.Parallel()
+	doc := inline(t, `
+name: t
+version: "1"
+routes:
+  - {path: /a-b, method: GET, entity: account, action: list}
+  - {path: /a_b, method: GET, entity: account, action: list}
+  - {path: /entity/:id, method: GET, entity: account, action: get}
+  - {path: /, method: POST, entity: account, action: create}
+`)
+	tests := []struct{ method, path, id string }{
+		{"GET", "/a-b", "getAB"},
+		{"GET", "/a_b", "getAB2"},
+		{"GET", "/entity/{id}", "getEntityById"},
+		{"POST", "/", "postRoot"},
+		{"GET", "/v1/entities/{id}", "getEntity"},
+	}
+	for _, tt := range tests {
+		if got := op(t, doc, tt.method, tt.path).OperationID; got != tt.id {
+			t.Errorf("%s %s: operationId %s, want %s", tt.method, tt.path, got, tt.id)
+		}
+	}
+}

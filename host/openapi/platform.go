@@ -18,12 +18,15 @@ const (
 	tagHealth   = "Health"
 )
 
-var platformTags = []*openapi3.Tag{
-	{Name: tagEntities, Description: "Platform API: entities of every type the domain manifest declares."},
-	{Name: tagFacts, Description: "Platform API: facts, the immutable records appended to entity ledgers."},
-	{Name: tagConfigs, Description: "Platform API: versioned configs; every update writes a new immutable version."},
-	{Name: tagAdmin, Description: "Platform API: API keys and the fact stream. Admin keys only."},
-	{Name: tagHealth, Description: "Server health."},
+// platformTags are the platform's tags, new for every document.
+func platformTags() []*openapi3.Tag {
+	return []*openapi3.Tag{
+		{Name: tagEntities, Description: "Platform API: entities of every type the domain manifest declares."},
+		{Name: tagFacts, Description: "Platform API: facts, the immutable records appended to entity ledgers."},
+		{Name: tagConfigs, Description: "Platform API: versioned configs; every update writes a new immutable version."},
+		{Name: tagAdmin, Description: "Platform API: API keys and the fact stream. Admin keys only."},
+		{Name: tagHealth, Description: "Server health."},
+	}
 }
 
 // platformOp is one platform endpoint.

@@ -87,9 +87,8 @@ func (b *builder) problemContent(kinds []problem.Kind, details []string) openapi
 func (b *builder) fixedResponses() {
 	c := b.doc.Components
 	for _, e := range errorResponses {
-		desc := fmt.Sprintf("%d: %s", e.status, e.description)
 		c.Responses[e.name] = &openapi3.ResponseRef{Value: &openapi3.Response{
-			Description: ptr(desc),
+			Description: ptr(e.description),
 			Content:     b.problemContent(e.kinds, e.detail),
 		}}
 	}
@@ -179,7 +178,7 @@ func (b *builder) tooManyRequests(rpm int, scope string) *openapi3.ResponseRef {
 	if scope == "global" {
 		per = "across all callers"
 	}
-	desc := fmt.Sprintf("429: the route's rate limit (%d requests per minute %s) is used up; wait Retry-After seconds.", rpm, per)
+	desc := fmt.Sprintf("The route's rate limit (%d requests per minute %s) is used up; wait Retry-After seconds.", rpm, per)
 	return &openapi3.ResponseRef{Value: &openapi3.Response{
 		Description: ptr(desc),
 		Headers:     b.rateHeaders(true),

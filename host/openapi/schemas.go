@@ -12,46 +12,44 @@ import (
 
 // Names of the fixed component schemas.
 const (
-	schemaProblem         = "Problem"
-	schemaFieldError      = "FieldError"
-	schemaMeta            = "Meta"
-	schemaEntity          = "Entity"
-	schemaEntityPage      = "EntityPage"
-	schemaEntityCreated   = "EntityCreated"
-	schemaFact            = "Fact"
-	schemaFactPage        = "FactPage"
-	schemaConfig          = "Config"
-	schemaConfigPage      = "ConfigPage"
-	schemaConfigVersions  = "ConfigVersions"
-	schemaAPIKey          = "ApiKey"
-	schemaAPIKeyList      = "ApiKeyList"
-	schemaAPIKeyCreated   = "ApiKeyCreated"
-	schemaStreamStatus    = "StreamStatus"
-	schemaHealth          = "Health"
-	schemaEmitResult      = "EmitResult"
-	schemaQueryRequest    = "QueryRequest"
-	schemaQueryResult     = "QueryResult"
-	schemaSystemStatus    = "SystemStatus"
-	schemaCreateEntity    = "CreateEntityRequest"
-	schemaUpdateEntity    = "UpdateEntityRequest"
-	schemaAppendFact      = "AppendFactRequest"
-	schemaCreateConfig    = "CreateConfigRequest"
-	schemaUpdateConfig    = "UpdateConfigRequest"
-	schemaCreateAPIKey    = "CreateApiKeyRequest"
-	securitySchemeName    = "ApiKeyAuth"
-	headerRetryAfter      = "Retry-After"
-	headerRateLimit       = "RateLimit-Limit"
-	headerRateRemaining   = "RateLimit-Remaining"
-	headerRateReset       = "RateLimit-Reset"
-	headerReplayed        = "Idempotent-Replayed"
-	paramCursor           = "Cursor"
-	paramLimit            = "Limit"
-	paramIdempotencyKey   = "IdempotencyKey"
-	exampleRequestID      = "req_01HZX3KQ7M9V2B8N4C6D5E0F1G"
-	contentTypeJSON       = "application/json"
-	entityFieldsSuffix    = ".Fields"
-	entityObjectSuffix    = ".Entity"
-	problemSchemaRefValue = "#/components/schemas/" + schemaProblem
+	schemaProblem        = "Problem"
+	schemaFieldError     = "FieldError"
+	schemaMeta           = "Meta"
+	schemaEntity         = "Entity"
+	schemaEntityPage     = "EntityPage"
+	schemaEntityCreated  = "EntityCreated"
+	schemaFact           = "Fact"
+	schemaFactPage       = "FactPage"
+	schemaConfig         = "Config"
+	schemaConfigPage     = "ConfigPage"
+	schemaConfigVersions = "ConfigVersions"
+	schemaAPIKey         = "ApiKey"
+	schemaAPIKeyList     = "ApiKeyList"
+	schemaAPIKeyCreated  = "ApiKeyCreated"
+	schemaStreamStatus   = "StreamStatus"
+	schemaHealth         = "Health"
+	schemaEmitResult     = "EmitResult"
+	schemaQueryRequest   = "QueryRequest"
+	schemaQueryResult    = "QueryResult"
+	schemaSystemStatus   = "SystemStatus"
+	schemaCreateEntity   = "CreateEntityRequest"
+	schemaUpdateEntity   = "UpdateEntityRequest"
+	schemaAppendFact     = "AppendFactRequest"
+	schemaCreateConfig   = "CreateConfigRequest"
+	schemaUpdateConfig   = "UpdateConfigRequest"
+	schemaCreateAPIKey   = "CreateApiKeyRequest"
+	securitySchemeName   = "ApiKeyAuth"
+	headerRetryAfter     = "Retry-After"
+	headerRateLimit      = "RateLimit-Limit"
+	headerRateRemaining  = "RateLimit-Remaining"
+	headerRateReset      = "RateLimit-Reset"
+	headerReplayed       = "Idempotent-Replayed"
+	paramCursor          = "Cursor"
+	paramLimit           = "Limit"
+	paramIdempotencyKey  = "IdempotencyKey"
+	exampleRequestID     = "req_01HZX3KQ7M9V2B8N4C6D5E0F1G"
+	entityFieldsSuffix   = ".Fields"
+	entityObjectSuffix   = ".Entity"
 )
 
 // prop is one named property of an object schema.
@@ -306,9 +304,9 @@ func (b *builder) entityTypeSchemas() {
 	for _, name := range b.domain.EntityTypeNames() {
 		t := b.domain.Entities[name]
 		b.define(name+entityFieldsSuffix, fieldsSchema(t))
-		desc := "A " + name + " entity."
+		desc := "An entity of type " + name + "."
 		if t.Description != "" {
-			desc = "A " + name + ": " + t.Description
+			desc = "An entity of type " + name + ": " + t.Description
 		}
 		b.define(name+entityObjectSuffix, b.entityObject(desc, b.schema(name+entityFieldsSuffix)))
 	}
@@ -318,7 +316,7 @@ func (b *builder) entityTypeSchemas() {
 // their types and enums, the required ones listed. Undeclared members are
 // allowed: the platform stores them without validating or indexing them.
 func fieldsSchema(t *manifest.EntityType) *openapi3.Schema {
-	s := typed(openapi3.TypeObject, "Fields of a "+t.Name+". Fields the manifest does not declare are stored as sent but neither validated nor indexed.")
+	s := typed(openapi3.TypeObject, "Fields of "+article(t.Name)+". Fields the manifest does not declare are stored as sent but neither validated nor indexed.")
 	s.Properties = openapi3.Schemas{}
 	s.AdditionalProperties = openapi3.AdditionalProperties{Has: ptr(true)}
 	for _, f := range t.Fields {

@@ -28,12 +28,11 @@ if tat < now then
 end
 local nxt = tat + t
 if nxt - now > limit then
-  redis.call('SET', KEYS[1], string.format('%d', nxt))
   return {0, 0, nxt - limit - now, tat - now}
 end
 
--- string.format('%d') writes all digits; a plain number could be written
--- in exponent form and lose them.
+-- string.format('%d') writes the integer's digits whatever its size, rather
+-- than relying on how Redis turns a Lua number into an argument.
 if ARGV[3] == '' then
   -- The key lives exactly until the allowance has fully refilled, when it
   -- is the same as no key at all.

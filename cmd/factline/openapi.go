@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/factline/factline/host/app"
+	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/openapi"
+)
+
+// runOpenAPI prints the OpenAPI 3.0 description of a gateway manifest (or
+// of the platform API alone) as JSON.
+func runOpenAPI(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("openapi", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	man := fs.String("manifest", "", "gateway manifest to describe (empty: the platform API alone)")
+	domainPath := fs.String("domain", "", "domain manifest (empty: the built-in one)")
+	server := fs.String("server-url", "", "server URL to put in the document")
+	docsURL := fs.String("docs-url", openapi.DefaultDocsURL, "base URL of the problem type pages")
+	html := fs.Bool("html", false, "print the human API reference page instead of JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("factline openapi: unexpected arguments %v (use --manifest FILE)", fs.Args())
+	}
+	domain, err := app.LoadDomain(*domainPath)
+	if err != nil {
+		return err
+	}
+	var gw *manifest.Gateway
+	if *man != "" {
+		if gw, err = manifest.LoadGatewayFile(*man, domain); err != nil {
+			return &exitError{code: 1, msg: err.Error()}
+		}
+	}
+	doc, err := openapi.Generate(gw, domain, openapi.Options{ServerURL: *server, DocsURL: *docsURL, Version: versionOf(gw)})
+	if err != nil {
+		return err
+	}
+	var out []byte
+	if *html {
+		out, err = openapi.DocsHTML(doc)
+	} else {
+		out, err = openapi.JSON(doc)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", out)
+	return err
+}
+
+func versionOf(gw *manifest.Gateway) string {
+	if gw != nil {
+		return gw.Version
+	}
+	return app.Version
+}
