@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,6 +26,21 @@ func newLimiter(_ context.Context, cfg Config) (gateway.RateLimiter, limiterPart
 	opt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
 		return nil, limiterParts{}, fmt.Errorf("redis url: %w", err)
+	}
+	// A limiter sits on the request path: when Redis is down, fail fast
+	// (open or closed) instead of retrying for most of a second.
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = 1
+	}
+	opt.DialerRetries = 1
+	if opt.DialTimeout == 0 || opt.DialTimeout > time.Second {
+		opt.DialTimeout = 500 * time.Millisecond
+	}
+	if opt.ReadTimeout == 0 || opt.ReadTimeout > time.Second {
+		opt.ReadTimeout = 500 * time.Millisecond
+	}
+	if opt.WriteTimeout == 0 || opt.WriteTimeout > time.Second {
+		opt.WriteTimeout = 500 * time.Millisecond
 	}
 	client := redis.NewClient(opt)
 	l := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: cfg.RateLimitFailOpen, Logger: cfg.Logger})

@@ -233,6 +233,7 @@ type Store interface {
 	KeyStore
 	IdempotencyStore
 	CheckpointStore
+	PluginStore
 
 	// Ping checks that the backing database answers.
 	Ping(ctx context.Context) error
@@ -356,6 +357,39 @@ type CheckpointStore interface {
 	SetCheckpoint(ctx context.Context, consumer string, position int64) error
 	// ListCheckpoints returns every consumer's position.
 	ListCheckpoints(ctx context.Context) (map[string]int64, error)
+}
+
+// PluginBinary is one stored version of a WebAssembly plugin.
+type PluginBinary struct {
+	Name      string
+	SHA256    string // hex SHA-256 of Wasm: the version's identity
+	Version   string // the plugin's own version string (describe)
+	Wasm      []byte
+	CreatedAt int64
+}
+
+// ActivePlugin says which version of a plugin every process should run.
+type ActivePlugin struct {
+	Name      string
+	SHA256    string
+	Previous  string // the version active before, "" when none
+	UpdatedAt int64
+}
+
+// PluginStore keeps plugin binaries, so every gateway process sharing a
+// database converges on the same versions.
+type PluginStore interface {
+	// SavePluginVersion stores a binary; saving the same name and SHA256
+	// again is a no-op.
+	SavePluginVersion(ctx context.Context, p *PluginBinary) error
+	// GetPluginVersion returns one stored binary or ErrNotFound.
+	GetPluginVersion(ctx context.Context, name, sha256 string) (*PluginBinary, error)
+	// ActivatePlugin makes a stored version the active one (the version
+	// active before becomes Previous). ErrNotFound when that version is
+	// not stored.
+	ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*ActivePlugin, error)
+	// ActivePlugins lists the active version of every plugin, by name.
+	ActivePlugins(ctx context.Context) ([]ActivePlugin, error)
 }
 
 // SlotColumn returns the column name of string slot i (0-based), or of

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Factory) {
 		{"APIKey", apiKeyTests},
 		{"Idempotency", idempotencyTests},
 		{"Checkpoint", checkpointTests},
+		{"Plugin", pluginTests},
 		{"TenantIsolation", isolationTests},
 		{"Lifecycle", lifecycleTests},
 	}
