@@ -377,3 +377,22 @@ func TestOpenAPICommand(t *testing.T) {
 		t.Fatalf("bad manifest: %d %s", code, stderr)
 	}
 }
+
+// TestShippedManifestsAreValid: every manifest in manifests/ and examples/
+// passes factline check.
+func TestShippedManifestsAreValid(t *testing.T) {
+	var files []string
+	for _, glob := range []string{"../../manifests/*.yaml", "../../examples/*/*.yaml"} {
+		m, _ := filepath.Glob(glob)
+		files = append(files, m...)
+	}
+	if len(files) < 3 {
+		t.Fatalf("found only %v", files)
+	}
+	for _, f := range files {
+		stdout, stderr, code := cli(t, nil, "check", f)
+		if code != 0 {
+			t.Errorf("factline check %s: exit %d\n%s%s", f, code, stdout, stderr)
+		}
+	}
+}
