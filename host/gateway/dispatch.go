@@ -54,19 +54,12 @@ func (s *Server) Routes() *manifest.Gateway { return s.table.Load().manifest }
 // validates and runs the route's action, in the contract's order.
 func (s *Server) dispatch(c *fiber.Ctx) error {
 	params := map[string]string{}
-	r, others := s.table.Load().match(c.Method(), c.Path(), params)
+	r, _ := s.table.Load().match(c.Method(), c.Path(), params)
 	if r == nil {
-		allow := others
-		for _, m := range strings.Split(s.allowedMethods(c.Path()), ", ") {
-			if m != "" && !contains(allow, m) {
-				allow = append(allow, m)
-			}
-		}
-		if len(allow) > 0 {
-			c.Set(fiber.HeaderAllow, strings.Join(allow, ", "))
-			return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
-		}
-		return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
+		// Not a manifest route: endpoints mounted later may serve it;
+		// otherwise fiber's 404 reaches the error handler, which answers
+		// 404 or, when the path exists for other methods, 405.
+		return c.Next()
 	}
 	for k, v := range params {
 		params[k] = strings.Clone(v) // request memory is reused after the handler

@@ -46,6 +46,9 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 	if errors.As(err, &fe) {
 		switch fe.Code {
 		case fiber.StatusNotFound:
+			if s.allowedMethods(c.Path()) != "" {
+				return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+			}
 			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
 		case fiber.StatusMethodNotAllowed:
 			return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
@@ -63,10 +66,10 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 	return problem.From(err)
 }
 
-// allowedMethods lists the methods registered for a path, for the Allow
-// header of a 405.
+// allowedMethods lists the methods registered for a path (platform,
+// mounted and manifest routes), for the Allow header of a 405.
 func (s *Server) allowedMethods(path string) string {
-	var methods []string
+	_, methods := s.table.Load().match("", path, map[string]string{})
 	for _, r := range s.app.GetRoutes(true) {
 		if r.Method == fiber.MethodHead || r.Method == fiber.MethodConnect || r.Method == "USE" {
 			continue

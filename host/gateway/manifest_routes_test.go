@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/factline/factline/host/auth"
@@ -464,4 +465,30 @@ func TestOpenAPIServedForCurrentRoutes(t *testing.T) {
 	if body := readAll(resp); resp.StatusCode != 200 || !strings.Contains(body, "/v9/ping") || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("/docs %d %.200s", resp.StatusCode, body)
 	}
+}
+
+func TestMountedEndpoints(t *testing.T) {
+	h := setupGateway(t, "sqlite")
+	h.srv.Mount("GET", "/v1/admin/things", gateway.AdminKey, func(c *fiber.Ctx) error {
+		return gateway.Respond(c, 200, fiber.Map{"tenant": gateway.Tenant(c)})
+	})
+	h.srv.Mount("POST", "/v1/things", gateway.AnyKey, func(c *fiber.Ctx) error {
+		m, _, err := gateway.ReadJSON(c)
+		if err != nil {
+			return err
+		}
+		return gateway.Respond(c, 201, m)
+	})
+	if d := h.req("GET", "/v1/admin/things", h.adminA, nil).wantStatus(t, 200).data(); str(d["tenant"]) != "tenant-a" {
+		t.Fatalf("mounted admin endpoint: %v", d)
+	}
+	h.req("GET", "/v1/admin/things", h.keyA, nil).wantProblem(t, 403, "forbidden", "Forbidden", "This endpoint requires an admin API key")
+	h.req("GET", "/v1/admin/things", "", nil).wantProblem(t, 401, "unauthorized", "Unauthorized", "Invalid or missing API key")
+	h.req("POST", "/v1/things", h.keyB, map[string]any{"a": 1}).wantStatus(t, 201)
+	h.req("POST", "/v1/things", h.keyB, "{").wantStatus(t, 400)
+	r := h.req("DELETE", "/v1/things", h.keyB, nil)
+	r.wantProblem(t, 405, "method-not-allowed", "Method Not Allowed", "Method DELETE is not allowed on /v1/things")
+	h.req("GET", "/v1/nope", h.keyB, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/nope")
+	// Manifest routes still win for their own paths.
+	h.req("GET", "/v1/status", "", nil).wantStatus(t, 200)
 }
