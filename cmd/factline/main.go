@@ -33,6 +33,8 @@ var commands = []command{
 	{"keys", "create, list and revoke API keys (keys create|list|revoke)", runKeys},
 	{"check", "check manifest files and report every problem", runCheck},
 	{"openapi", "print the OpenAPI 3.0 description of a gateway manifest", runOpenAPI},
+	{"plugin", "check a plugin module against the plugin ABI (plugin test FILE.wasm)", runPlugin},
+	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
 	{"version", "print the version", runVersion},
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/factline/factline/host/app"
 )
@@ -36,6 +37,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gatewayManifest := fs.String("manifest", "", "gateway (route) manifest to serve; empty serves the platform API alone")
 	watch := fs.Bool("watch", false, "reload the gateway manifest when its file changes (SIGHUP always reloads)")
 	failOpen := fs.Bool("ratelimit-fail-open", true, "when Redis is unreachable, let rate-limited requests through (false: answer 503)")
+	pluginsDir := fs.String("plugins-dir", "", "directory of plugin modules (*.wasm) to load and watch; plugins built into the binary load anyway")
+	pluginCache := fs.String("plugin-cache-dir", "", "where compiled plugins are cached across restarts (default: the user cache dir)")
+	operator := fs.String("operator-tenant", "operator", "tenant whose admin keys may install and roll back plugins")
+	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "deadline of one plugin call")
+	pluginMemory := fs.Int("plugin-memory-mib", 64, "memory cap of one plugin instance, in MiB")
 	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
 	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -53,6 +59,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := app.New(ctx, app.Config{
 		Addr: *addr, DatabaseURL: sf.databaseURL, RedisURL: *redisURL, DataDir: sf.dataDir,
 		Domain: *domain, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
+		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
 		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
 	})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,10 +23,14 @@ import (
 	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/platform"
+	"github.com/factline/factline/host/plugins"
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/store/postgres"
 	"github.com/factline/factline/host/store/sqlite"
 	"github.com/factline/factline/host/stream"
+	"github.com/factline/factline/host/subscription"
+	"github.com/factline/factline/host/wasm"
+	factlineplugins "github.com/factline/factline/plugins"
 )
 
 // Version is the product version, set at build time.
@@ -46,8 +52,22 @@ type Config struct {
 	// RateLimitFailOpen lets requests through when Redis is unreachable;
 	// false answers 503 instead.
 	RateLimitFailOpen bool
-	DocsURL           string
-	BodyLimit         int
+	// PluginsDir is a directory of plugin modules (*.wasm) loaded at
+	// start and watched; "" for none.
+	PluginsDir string
+	// PluginCacheDir keeps compiled plugins across restarts (default: the
+	// user's cache directory, factline/wasm-cache).
+	PluginCacheDir string
+	// PluginTimeout and PluginMemoryMiB bound each plugin call (defaults
+	// 100 ms and 64 MiB).
+	PluginTimeout   time.Duration
+	PluginMemoryMiB int
+	// BuiltinPlugins replaces the plugins built into the binary (tests).
+	BuiltinPlugins map[string][]byte
+	// OperatorTenant's admin keys manage plugins (default "operator").
+	OperatorTenant string
+	DocsURL        string
+	BodyLimit      int
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -59,6 +79,18 @@ func (c *Config) defaults() {
 	}
 	if c.DataDir == "" {
 		c.DataDir = "./data"
+	}
+	if c.PluginCacheDir == "" {
+		// Compiled code depends only on the module and the runtime, so one
+		// cache per user serves every data dir.
+		if dir, err := os.UserCacheDir(); err == nil {
+			c.PluginCacheDir = filepath.Join(dir, "factline", "wasm-cache")
+		} else {
+			c.PluginCacheDir = filepath.Join(c.DataDir, "wasm-cache")
+		}
+	}
+	if c.OperatorTenant == "" {
+		c.OperatorTenant = "operator"
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 20 * time.Second
@@ -91,18 +123,21 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 
 // App is a running Factline process.
 type App struct {
-	cfg          Config
-	baseDomain   *manifest.Domain
-	limiterClose func() error
-	Store        store.Store
-	Platform     *platform.Service
-	Server       *gateway.Server
-	Registry     *prometheus.Registry
-	Stream       *stream.Metrics
+	cfg        Config
+	baseDomain *manifest.Domain
+	closers    []func() // run in reverse by Close
+
+	Store         store.Store
+	Platform      *platform.Service
+	Server        *gateway.Server
+	Registry      *prometheus.Registry
+	Stream        *stream.Metrics
+	Plugins       *plugins.Manager
+	Subscriptions *subscription.Runner
 }
 
 // New opens the store and builds every part; it does not listen yet.
-func New(ctx context.Context, cfg Config) (*App, error) {
+func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	cfg.defaults()
 	base, err := LoadDomain(cfg.Domain)
 	if err != nil {
@@ -121,22 +156,34 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), baseDomain: base}
-	limiter, limiterCheck, err := newLimiter(ctx, cfg)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	a.limiterClose = limiterCheck.close
+	a.closers = append(a.closers, func() {
+		if err := st.Close(); err != nil {
+			cfg.Logger.Warn("close store", "err", err)
+		}
+	})
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if a.Stream, err = stream.NewMetrics(a.Registry); err != nil {
-		st.Close()
 		return nil, err
 	}
-	a.Platform, err = platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledger.Builtin(), Logger: cfg.Logger})
+	limiter, limiterParts, err := newLimiter(ctx, cfg)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
+	a.closers = append(a.closers, func() { limiterParts.close() })
+
+	ledgers, pluginCheck, err := a.startPlugins(ctx, domain)
+	if err != nil {
+		return nil, err
+	}
+	if a.Platform, err = platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledgers, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Platform.Close)
 	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version}, gateway.Deps{
 		Platform: a.Platform,
 		Auth:     auth.NewAuthenticator(st),
@@ -144,14 +191,107 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		Registry: a.Registry,
 		Limiter:  limiter,
 		Routes:   gw,
-		Checks:   []gateway.HealthCheck{limiterCheck.check},
+		Checks:   []gateway.HealthCheck{limiterParts.check, pluginCheck},
 	})
 	if err != nil {
-		a.Platform.Close()
-		st.Close()
+		return nil, err
+	}
+	a.Plugins.Mount(a.Server, a.Platform, cfg.OperatorTenant)
+	a.Subscriptions, err = subscription.New(subscription.Options{
+		Platform: a.Platform, Store: st, Handlers: a.Plugins, Subscriptions: domain.Subscriptions,
+		Logger: cfg.Logger, Metrics: a.Stream, Registerer: a.Registry,
+	})
+	if err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// startPlugins starts the WebAssembly runtime and loads the plugins: the
+// versions active in the store, then built-in ones, then the plugins
+// directory. It returns the ledger registry the platform resolves the
+// manifest's ledger names with, and a health check naming ledger plugins
+// that are not loaded (their types are served by the built-in ledger).
+func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger.Registry, gateway.HealthCheck, error) {
+	cfg := a.cfg
+	host, err := wasm.NewHost(wasm.Options{
+		CacheDir:       cfg.PluginCacheDir,
+		MemoryLimitMiB: cfg.PluginMemoryMiB,
+		CallTimeout:    cfg.PluginTimeout,
+		Logger:         cfg.Logger,
+		Registerer:     a.Registry,
+	})
+	if err != nil {
+		return nil, gateway.HealthCheck{}, fmt.Errorf("plugin runtime: %w", err)
+	}
+	reg := wasm.NewRegistry(host)
+	a.closers = append(a.closers, func() {
+		reg.Wait()
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		host.Close(cctx)
+	})
+	builtin := cfg.BuiltinPlugins
+	if builtin == nil {
+		builtin = factlineplugins.Builtin()
+	}
+	a.Plugins, err = plugins.NewManager(plugins.Options{
+		Store: a.Store, Registry: reg, Dir: cfg.PluginsDir, Builtin: builtin, Check: plugins.Smoke, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, gateway.HealthCheck{}, err
+	}
+	if err := a.Plugins.Start(ctx); err != nil {
+		return nil, gateway.HealthCheck{}, err
+	}
+	a.closers = append(a.closers, a.Plugins.Stop)
+	ledgers := plugins.Ledgers{Builtin: ledger.Builtin(), Registry: reg, Loading: a.Plugins.Pending}
+	var names []string
+	for _, t := range domain.Entities {
+		names = append(names, t.Ledger)
+	}
+	go func() {
+		if a.Plugins.WaitLoaded(context.Background()) != nil {
+			return
+		}
+		if missing := ledgers.Missing(dedupe(names)); len(missing) > 0 {
+			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types use the built-in ledger until they are", "missing", missing)
+		}
+	}()
+	check := gateway.HealthCheck{Name: "plugins", Check: func(context.Context) (string, error) {
+		loaded := len(reg.List())
+		if pending := a.Plugins.PendingNames(); len(pending) > 0 {
+			return fmt.Sprintf("%d loaded", loaded), fmt.Errorf("loading: %s", strings.Join(pending, ", "))
+		}
+		var missing []string
+		for _, t := range a.Platform.Domain().Entities {
+			missing = append(missing, ledgers.Missing([]string{t.Ledger})...)
+		}
+		for _, s := range a.Platform.Domain().Subscriptions {
+			if _, ok := a.Plugins.SubscriptionHandler(s.Handler); !ok {
+				missing = append(missing, "handler "+s.Handler)
+			}
+		}
+		detail := fmt.Sprintf("%d loaded", loaded)
+		if missing = dedupe(missing); len(missing) > 0 {
+			return detail, fmt.Errorf("not loaded: %s", strings.Join(missing, ", "))
+		}
+		return detail, nil
+	}}
+	return ledgers, check, nil
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Run listens on the configured address and serves until ctx ends, then
@@ -169,6 +309,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	}
 	bg, stopBG := context.WithCancel(context.Background())
 	go a.Server.PurgeLoop(bg, 10*time.Minute)
+	a.Subscriptions.Start(bg)
 	if a.cfg.Manifest != "" {
 		go a.watchManifest(bg)
 	}
@@ -183,17 +324,15 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		<-served
 	}
 	stopBG()
+	a.Subscriptions.Stop()
 	a.Close()
 	return err
 }
 
-// Close releases everything New opened.
+// Close releases everything New opened, in reverse order.
 func (a *App) Close() {
-	a.Platform.Close()
-	if a.limiterClose != nil {
-		a.limiterClose()
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
 	}
-	if err := a.Store.Close(); err != nil {
-		a.cfg.Logger.Warn("close store", "err", err)
-	}
+	a.closers = nil
 }

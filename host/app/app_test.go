@@ -106,7 +106,10 @@ func TestRedisUp(t *testing.T) {
 		t.Fatalf("route %d", code)
 	}
 	code, body := get(t, a, "/health", "")
-	if data, _ := body["data"].(map[string]any); code != 200 || data["status"] != "ok" {
+	data, _ := body["data"].(map[string]any)
+	checks, _ := data["checks"].(map[string]any)
+	rl, _ := checks["ratelimit"].(map[string]any)
+	if code != 200 || rl["status"] != "ok" {
 		t.Fatalf("health %d %v", code, body)
 	}
 }

@@ -53,7 +53,11 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 		case fiber.StatusMethodNotAllowed:
 			return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
 		case fiber.StatusRequestEntityTooLarge:
-			return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
+			limit := s.cfg.BodyLimit
+			if strings.HasPrefix(c.Path(), uploadPrefix) {
+				limit = max(s.cfg.BodyLimit, s.cfg.UploadLimit)
+			}
+			return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", limit)
 		case fiber.StatusRequestTimeout:
 			return problem.New(problem.ForStatus(fe.Code), "The request took too long to arrive")
 		}

@@ -48,7 +48,7 @@ func setup(t *testing.T, backend string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledger.Builtin()})
+	p, err := platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledger.Fallback{Static: ledger.Builtin()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func setupGateway(t *testing.T, backend string) *gwHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := platform.New(platform.Options{Store: st, Domain: manifest.MergeDomain(base, gw), Ledgers: ledger.Builtin()})
+	p, err := platform.New(platform.Options{Store: st, Domain: manifest.MergeDomain(base, gw), Ledgers: ledger.Fallback{Static: ledger.Builtin()}})
 	if err != nil {
 		t.Fatal(err)
 	}

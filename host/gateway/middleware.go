@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -29,6 +30,9 @@ const HeaderRequestID = "X-Request-Id"
 
 // HeaderAPIKey carries the API key.
 const HeaderAPIKey = "X-API-Key"
+
+// uploadPrefix is where bodies up to UploadLimit are accepted.
+const uploadPrefix = "/v1/admin/plugins/"
 
 var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:\-]{1,128}$`)
 
@@ -88,6 +92,10 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 					Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
 			}
 		}()
+		if len(c.Body()) > s.cfg.BodyLimit && !strings.HasPrefix(c.Path(), uploadPrefix) {
+			err = problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
+			return
+		}
 		err = c.Next()
 	}()
 	if err != nil {

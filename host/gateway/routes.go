@@ -31,6 +31,8 @@ func (s *Server) routes() {
 	v1.Get("/entities/:id", key, s.getEntity)
 	v1.Patch("/entities/:id", key, s.updateEntity)
 	v1.Get("/entities/:id/facts", key, s.listEntityFacts)
+	// Routes ledgers declare for their entities (POST /v1/entities/:id/deposit).
+	v1.All("/entities/:id/*", key, s.entityCommand)
 
 	v1.Post("/facts", key, s.appendFact)
 	v1.Get("/facts/:id", key, s.getFact)

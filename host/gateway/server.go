@@ -23,6 +23,9 @@ type Config struct {
 	// BodyLimit is the largest accepted request body in bytes
 	// (default 1 MiB).
 	BodyLimit int
+	// UploadLimit is the largest body of the plugin upload endpoint
+	// (default 32 MiB).
+	UploadLimit int
 	// DocsURL is the base of problem type URIs, without a trailing slash
 	// (default https://docs.factline.dev).
 	DocsURL string
@@ -86,6 +89,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 1 << 20
 	}
+	if cfg.UploadLimit <= 0 {
+		cfg.UploadLimit = 32 << 20
+	}
 	if cfg.DocsURL == "" {
 		cfg.DocsURL = "https://docs.factline.dev"
 	}
@@ -118,8 +124,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.metrics = m
 	s.app = fiber.New(fiber.Config{
-		AppName:               "factline",
-		BodyLimit:             cfg.BodyLimit,
+		AppName: "factline",
+		// The transport admits uploads; observe enforces BodyLimit on
+		// every other route.
+		BodyLimit:             max(cfg.BodyLimit, cfg.UploadLimit),
 		ErrorHandler:          s.handleError,
 		DisableStartupMessage: true,
 		ReadTimeout:           cfg.RequestTimeout,

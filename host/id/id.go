@@ -7,6 +7,8 @@ package id
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"strings"
 	"sync"
 	"time"
@@ -55,4 +57,35 @@ func HasPrefix(s, prefix string) bool {
 	}
 	_, err := ulid.ParseStrict(rest)
 	return err == nil
+}
+
+// Derive returns a deterministic id with the given prefix for something
+// caused by parent (an id such as a fact id) and identified by parts: the
+// same inputs always give the same id, so a unique constraint turns a
+// repeated effect into a detectable duplicate. The ULID keeps the parent's
+// time when the parent is a ULID-based id, so derived ids sort near their
+// cause.
+func Derive(prefix, parent string, parts ...string) string {
+	h := sha256.New()
+	h.Write([]byte(parent))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	sum := h.Sum(nil)
+	var u ulid.ULID
+	if i := strings.LastIndexByte(parent, '_'); i >= 0 {
+		if pu, err := ulid.ParseStrict(parent[i+1:]); err == nil {
+			u = pu
+		}
+	}
+	ms := u.Time()
+	if ms == 0 {
+		ms = binary.BigEndian.Uint64(sum[:8]) & (1<<48 - 1)
+	}
+	if err := u.SetTime(ms); err != nil {
+		u.SetTime(0)
+	}
+	copy(u[6:], sum[8:18])
+	return prefix + "_" + u.String()
 }

@@ -8,7 +8,7 @@
 // rebuilt by replaying the entity's facts.
 //
 // The domain manifest's `ledger` key names the implementation of each entity
-// type; a [Registry] resolves those names. The built-in "generic" ledger
+// type; a [Registry] resolves those names. The built-in "builtin" ledger
 // accepts any declared fact and keeps no state; WebAssembly plugins provide
 // richer ledgers behind the same interface.
 package ledger
@@ -28,6 +28,8 @@ type Command struct {
 	TenantID   string
 	EntityID   string
 	EntityType string
+	// EntityVersion is the version of the entity the decision is made on.
+	EntityVersion int64
 	// Input is the command's JSON payload.
 	Input json.RawMessage
 	// Now is the decision time in ms since the epoch, fixed by the host.
@@ -46,6 +48,8 @@ type NewFact struct {
 // Decision is the outcome of Decide.
 type Decision struct {
 	Facts []NewFact
+	// Result is what a read-only command answers (it records no facts).
+	Result json.RawMessage
 }
 
 // Ledger is the logic of one entity type.
@@ -61,6 +65,22 @@ type Ledger interface {
 	// host may append without pinning the entity version, which lets many
 	// writers to one entity be batched.
 	StateDependent() bool
+}
+
+// CommandSpec describes a command a ledger serves beyond the raw append.
+type CommandSpec struct {
+	Name        string
+	Method      string // HTTP method of its route, "" when not routed
+	Path        string // route below /v1/entities/:id, "" when not routed
+	ReadOnly    bool
+	Emits       []string
+	Description string
+}
+
+// Commander is implemented by ledgers that serve commands; the gateway
+// mounts their routes under /v1/entities/:id.
+type Commander interface {
+	Commands() []CommandSpec
 }
 
 // Registry resolves ledger names to implementations.
@@ -98,8 +118,10 @@ type AppendInput struct {
 // manifest) and keeps no state.
 type Generic struct{}
 
-// GenericName is the manifest's ledger key for [Generic].
-const GenericName = "generic"
+// GenericName is the manifest's ledger key for [Generic]. (The WebAssembly
+// plugin that serves entity types generically is called "generic"; this
+// in-process one is the fallback every type can use.)
+const GenericName = "builtin"
 
 var _ Ledger = Generic{}
 
@@ -137,3 +159,15 @@ func (s Static) Ledger(name string) (Ledger, bool) {
 
 // Builtin returns the registry of built-in ledgers.
 func Builtin() Static { return Static{GenericName: Generic{}} }
+
+// Fallback is a Registry that serves every name it does not know with the
+// built-in generic ledger (tools and tests that run without plugins).
+type Fallback struct{ Static }
+
+// Ledger implements Registry.
+func (f Fallback) Ledger(name string) (Ledger, bool) {
+	if l, ok := f.Static.Ledger(name); ok {
+		return l, true
+	}
+	return Generic{}, true
+}

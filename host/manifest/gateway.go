@@ -469,7 +469,7 @@ func covers(a, b string) bool {
 
 // MergeDomain returns a domain extended with the gateway's entity types
 // that the domain does not declare. Indexed fields get slots in declaration
-// order; the built-in generic ledger serves them.
+// order; the built-in ledger ("builtin") serves them.
 func MergeDomain(d *Domain, g *Gateway) *Domain {
 	out := &Domain{Name: d.Name, Version: d.Version, Entities: map[string]*EntityType{}, Subscriptions: d.Subscriptions}
 	for k, v := range d.Entities {
@@ -479,7 +479,7 @@ func MergeDomain(d *Domain, g *Gateway) *Domain {
 		if _, ok := out.Entities[e.Name]; ok {
 			continue
 		}
-		t := &EntityType{Name: e.Name, Ledger: "generic", Description: e.Description, Facts: e.Facts}
+		t := &EntityType{Name: e.Name, Ledger: "builtin", Description: e.Description, Facts: e.Facts}
 		s, n := 0, 0
 		for _, f := range e.Fields {
 			fl := Field{Name: f.Name, Type: f.Type}

@@ -45,7 +45,7 @@ func TestRepoGatewayManifestIsValid(t *testing.T) {
 	}
 	merged := MergeDomain(d, g)
 	ticket := merged.Entities["ticket"]
-	if ticket == nil || ticket.Ledger != "generic" {
+	if ticket == nil || ticket.Ledger != "builtin" {
 		t.Fatalf("declared entity not merged: %+v", ticket)
 	}
 	if f, _ := ticket.Field("priority"); f.Storage != "ix_n_1" {

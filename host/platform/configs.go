@@ -13,12 +13,39 @@ import (
 
 // ConfigValidator checks the settings of one config type (for example
 // "webhook" or "projection") and returns every field error found. It may
-// normalise settings (apply defaults) by returning a replacement map.
+// normalise settings (apply defaults) by returning a replacement map. Field
+// names are relative to settings; the platform prefixes them "settings.".
 type ConfigValidator func(settings map[string]any) (map[string]any, []problem.FieldError)
 
-// RegisterConfigType installs the validator of a config type. Types without
-// a validator accept any settings object. Call before serving.
-func (s *Service) RegisterConfigType(typ string, v ConfigValidator) { s.configs[typ] = v }
+// ConfigCheck validates a whole config input of one type: settings, name and
+// scope. It runs when a config is created (creating true) and for every new
+// version, with the input that version would store (on update, name and
+// scope already default to the current version's), and it may change in:
+// apply defaults, normalise settings, set a default scope. Field names in
+// the errors it returns are those of the request body ("settings.url",
+// "scope_id"). It is not called when settings is missing.
+type ConfigCheck func(ctx context.Context, tenant string, in *ConfigInput, creating bool) []problem.FieldError
+
+// RegisterConfigType installs the settings validator of a config type.
+// Types without a validator accept any settings object. Call before
+// serving.
+func (s *Service) RegisterConfigType(typ string, v ConfigValidator) {
+	s.configs[typ] = func(_ context.Context, _ string, in *ConfigInput, _ bool) []problem.FieldError {
+		normalised, ferrs := v(in.Settings)
+		for i := range ferrs {
+			ferrs[i].Field = "settings." + ferrs[i].Field
+		}
+		if normalised != nil {
+			in.Settings = normalised
+		}
+		return ferrs
+	}
+}
+
+// RegisterConfigCheck installs a check that sees the whole config input of
+// a type (it replaces a validator registered for the same type). Call
+// before serving.
+func (s *Service) RegisterConfigCheck(typ string, c ConfigCheck) { s.configs[typ] = c }
 
 var (
 	configTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_.\-]{0,63}$`)
@@ -40,7 +67,7 @@ type ConfigInput struct {
 	ExpectedVersion int64
 }
 
-func (s *Service) checkConfig(in *ConfigInput, creating bool) error {
+func (s *Service) checkConfig(ctx context.Context, tenant string, in *ConfigInput, creating bool) error {
 	var errs []problem.FieldError
 	if creating {
 		switch {
@@ -53,22 +80,15 @@ func (s *Service) checkConfig(in *ConfigInput, creating bool) error {
 			errs = append(errs, problem.FieldError{Field: "id", Code: problem.CodeFormat, Message: "id must be 1-128 characters of letters, digits and _ . : -"})
 		}
 	}
+	if in.Settings == nil {
+		errs = append(errs, problem.FieldError{Field: "settings", Code: problem.CodeRequired, Message: "settings is required and must be an object"})
+	} else if check, ok := s.configs[in.Type]; ok {
+		errs = append(errs, check(ctx, tenant, in, creating)...)
+	}
 	if in.ScopeType == "" {
 		in.ScopeType = "tenant"
 	} else if !scopeTypeRe.MatchString(in.ScopeType) {
 		errs = append(errs, problem.FieldError{Field: "scope_type", Code: problem.CodeFormat, Message: "scope_type must be lowercase letters, digits and _ (for example global, tenant, account)"})
-	}
-	if in.Settings == nil {
-		errs = append(errs, problem.FieldError{Field: "settings", Code: problem.CodeRequired, Message: "settings is required and must be an object"})
-	} else if v, ok := s.configs[in.Type]; ok {
-		normalised, ferrs := v(in.Settings)
-		for i := range ferrs {
-			ferrs[i].Field = "settings." + ferrs[i].Field
-		}
-		errs = append(errs, ferrs...)
-		if normalised != nil {
-			in.Settings = normalised
-		}
 	}
 	if in.EffectiveAt < 0 {
 		errs = append(errs, problem.FieldError{Field: "effective_at", Code: problem.CodeRange, Message: "effective_at must be milliseconds since the epoch"})
@@ -81,7 +101,7 @@ func (s *Service) checkConfig(in *ConfigInput, creating bool) error {
 
 // CreateConfig stores version 1 of a new config, status active.
 func (s *Service) CreateConfig(ctx context.Context, tenant string, in ConfigInput) (*store.Config, error) {
-	if err := s.checkConfig(&in, true); err != nil {
+	if err := s.checkConfig(ctx, tenant, &in, true); err != nil {
 		return nil, err
 	}
 	if in.ID == "" {
@@ -133,7 +153,7 @@ func (s *Service) UpdateConfig(ctx context.Context, tenant, configID string, in 
 	if in.Name == "" {
 		in.Name = cur.Name
 	}
-	if err := s.checkConfig(&in, false); err != nil {
+	if err := s.checkConfig(ctx, tenant, &in, false); err != nil {
 		return nil, err
 	}
 	if cur.Status == store.ConfigArchived {

@@ -96,6 +96,11 @@ func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType st
 	return e, nil
 }
 
+// LoadEntity returns an entity of the tenant whatever its type.
+func (s *Service) LoadEntity(ctx context.Context, tenant, entityID string) (*store.Entity, error) {
+	return s.loadEntity(ctx, tenant, entityID)
+}
+
 func (s *Service) loadEntity(ctx context.Context, tenant, entityID string) (*store.Entity, error) {
 	e, err := s.store.GetEntity(ctx, tenant, entityID)
 	if errors.Is(err, store.ErrNotFound) {

@@ -21,6 +21,10 @@ const maxDecideAttempts = 8
 
 // AppendFactInput is a fact to append to an entity's ledger.
 type AppendFactInput struct {
+	// ID, when set, is the fact's id (callers that must append at most
+	// once derive it deterministically); a fact with that id already
+	// recorded makes the append fail with ErrDuplicateFact.
+	ID       string
 	EntityID string
 	Type     string
 	Subtype  string
@@ -75,7 +79,7 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 		in.Data = map[string]any{}
 	}
 	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: mustJSON(in.Data)})
-	facts, err := s.Execute(ctx, tenant, e, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID}, in.ExpectedVersion)
+	facts, _, err := s.Execute(ctx, tenant, e, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID, FactID: in.ID}, in.ExpectedVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +93,13 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 type Provenance struct {
 	SourceID string
 	TraceID  string
+	// FactID, when set, is the id of the first recorded fact.
+	FactID string
 }
+
+// ErrDuplicateFact reports an append whose fact id is already recorded:
+// the append happened before and nothing was written now.
+var ErrDuplicateFact = errors.New("platform: fact already recorded")
 
 // Execute runs a command through the entity's ledger and records the facts
 // it decides, with their folded state, in one group commit. With a
@@ -97,10 +107,10 @@ type Provenance struct {
 // was made on and retried when another writer got there first.
 // expectedVersion, when non-zero, is the caller's own pin and is never
 // retried.
-func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, error) {
+func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, json.RawMessage, error) {
 	t, err := s.entityType(e.Type)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l := s.ledgerFor(t)
 	cmd.TenantID, cmd.EntityID, cmd.EntityType = tenant, e.ID, e.Type
@@ -113,21 +123,22 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 		if expectedVersion == 0 {
 			// The caller's copy may predate a writer that held the lock.
 			if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	for attempt := 1; ; attempt++ {
 		if expectedVersion != 0 && e.Version != expectedVersion {
-			return nil, versionConflict(e.ID, e.Version, expectedVersion)
+			return nil, nil, versionConflict(e.ID, e.Version, expectedVersion)
 		}
 		cmd.Now = s.nowMS()
+		cmd.EntityVersion = e.Version
 		dec, err := l.Decide(ctx, e.State, cmd)
 		if err != nil {
-			return nil, decideErr(err)
+			return nil, nil, decideErr(err)
 		}
 		if len(dec.Facts) == 0 {
-			return nil, nil
+			return nil, dec.Result, nil
 		}
 		pin := expectedVersion
 		if pin == 0 && l.StateDependent() {
@@ -135,29 +146,31 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 		}
 		items, err := s.factItems(ctx, tenant, e, t.AllowsFact, l, dec.Facts, prov, pin, cmd.Now)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		results, err := s.appender.append(ctx, items)
 		if err != nil {
-			return nil, storeErr("append facts", err)
+			return nil, nil, storeErr("append facts", err)
 		}
 		if ferr := results[0].Err; ferr != nil {
 			switch {
 			case errors.Is(ferr, store.ErrNotFound):
-				return nil, entityNotFound(e.ID)
+				return nil, nil, entityNotFound(e.ID)
+			case errors.Is(ferr, store.ErrAlreadyExists) && prov.FactID != "":
+				return nil, nil, fmt.Errorf("%w: %s", ErrDuplicateFact, prov.FactID)
 			case errors.Is(ferr, store.ErrVersionConflict) && expectedVersion == 0 && attempt < maxDecideAttempts:
 				if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				continue
 			case errors.Is(ferr, store.ErrVersionConflict):
 				latest, lerr := s.store.GetEntity(ctx, tenant, e.ID)
 				if lerr != nil {
-					return nil, problem.Newf(problem.Conflict, "Entity %s has changed", e.ID)
+					return nil, nil, problem.Newf(problem.Conflict, "Entity %s has changed", e.ID)
 				}
-				return nil, versionConflict(e.ID, latest.Version, pin)
+				return nil, nil, versionConflict(e.ID, latest.Version, pin)
 			default:
-				return nil, storeErr("append fact", ferr)
+				return nil, nil, storeErr("append fact", ferr)
 			}
 		}
 		facts := make([]store.Fact, 0, len(results))
@@ -165,11 +178,11 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 			if r.Err != nil {
 				// Later items are pinned to the versions the first one
 				// produced, so they fail only with the first.
-				return nil, storeErr("append facts", fmt.Errorf("partial append: %w", r.Err))
+				return nil, nil, storeErr("append facts", fmt.Errorf("partial append: %w", r.Err))
 			}
 			facts = append(facts, r.Fact)
 		}
-		return facts, nil
+		return facts, dec.Result, nil
 	}
 }
 
@@ -188,8 +201,12 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		if len(data) == 0 {
 			data = json.RawMessage(`{}`)
 		}
+		fid := id.New(id.Fact)
+		if i == 0 && prov.FactID != "" {
+			fid = prov.FactID
+		}
 		f := store.Fact{
-			ID:        id.New(id.Fact),
+			ID:        fid,
 			TenantID:  tenant,
 			EntityID:  e.ID,
 			Type:      nf.Type,

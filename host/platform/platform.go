@@ -44,7 +44,7 @@ type Service struct {
 	now      func() time.Time
 	appender *appender
 	locks    *stripedLock
-	configs  map[string]ConfigValidator
+	configs  map[string]ConfigCheck
 }
 
 // New checks the options, applies defaults and starts the group-commit
@@ -57,7 +57,7 @@ func New(opts Options) (*Service, error) {
 		return nil, errors.New("platform: a domain manifest is required")
 	}
 	if opts.Ledgers == nil {
-		opts.Ledgers = ledger.Builtin()
+		opts.Ledgers = ledger.Fallback{Static: ledger.Builtin()}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -73,7 +73,7 @@ func New(opts Options) (*Service, error) {
 		ledgers: opts.Ledgers,
 		log:     opts.Logger,
 		now:     opts.Now,
-		configs: map[string]ConfigValidator{},
+		configs: map[string]ConfigCheck{},
 	}
 	if err := s.SetDomain(opts.Domain); err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ name: test
 version: "1"
 entities:
   account:
-    ledger: generic
+    ledger: builtin
     fields:
       name: {type: string, required: true, storage: ix_s_2}
     facts: [deposit, charge]

@@ -1,0 +1,87 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/host/platform"
+	"github.com/factline/factline/host/problem"
+)
+
+// entityCommand serves the routes ledgers declare for their entities,
+// mounted as <method> /v1/entities/:id/<path> (for example
+// POST /v1/entities/:id/deposit). A write answers 201 with the recorded
+// fact (or {facts} when a command records several); a read-only command
+// answers 200 with its result.
+func (s *Server) entityCommand(c *fiber.Ctx) error {
+	entityID := c.Params("id")
+	path := "/" + strings.Trim(c.Params("*"), "/")
+	e, err := s.platform.LoadEntity(ctx(c), tenant(c), entityID)
+	if err != nil {
+		return err
+	}
+	cmd, ok := s.platform.FindCommand(e.Type, c.Method(), path)
+	if !ok {
+		for _, other := range s.platform.Commands(e.Type) {
+			if other.Path == path {
+				c.Set(fiber.HeaderAllow, other.Method)
+				return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+			}
+		}
+		return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
+	}
+	var input []byte
+	var raw []byte
+	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodDelete || len(c.Body()) == 0 && cmd.ReadOnly {
+		q := map[string]string{}
+		for k, v := range c.Queries() {
+			q[k] = v
+		}
+		input, _ = json.Marshal(q)
+	} else {
+		var m map[string]any
+		if m, raw, err = readJSON(c); err != nil {
+			return err
+		}
+		input = mustMarshal(m)
+	}
+	run := func() (int, any, error) {
+		out, err := s.platform.RunCommand(ctx(c), tenant(c), entityID, cmd.Name, input, platform.Provenance{TraceID: requestID(c)})
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(out.Facts) == 0 {
+			result := out.Result
+			if len(result) == 0 {
+				result = json.RawMessage("null")
+			}
+			return fiber.StatusOK, result, nil
+		}
+		if len(out.Facts) == 1 {
+			return fiber.StatusCreated, platform.NewFactView(&out.Facts[0]), nil
+		}
+		views := make([]platform.FactView, len(out.Facts))
+		for i := range out.Facts {
+			views[i] = platform.NewFactView(&out.Facts[i])
+		}
+		return fiber.StatusCreated, fiber.Map{"facts": views}, nil
+	}
+	if cmd.ReadOnly {
+		status, data, err := run()
+		if err != nil {
+			return err
+		}
+		return respond(c, status, data)
+	}
+	return s.idempotent(c, "command "+e.Type+" "+cmd.Name, append([]byte(entityID+"\n"), raw...), run)
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte("{}")
+	}
+	return b
+}
