@@ -311,6 +311,11 @@ func (m *Manager) Install(ctx context.Context, name string, module []byte) (*was
 		return nil, err
 	}
 	d := p.Description()
+	if name != "" && d.Name != name {
+		// The registry skips the check for bytes it already runs (under
+		// their own name).
+		return nil, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the module describes itself as %q, not %q", d.Name, name)}}
+	}
 	if err := m.opts.Store.SavePluginVersion(ctx, &store.PluginBinary{Name: d.Name, SHA256: p.SHA256(), Version: d.Version, Wasm: module, CreatedAt: m.opts.Now().UnixMilli()}); err != nil {
 		return p, fmt.Errorf("plugins: store %s: %w", d.Name, err)
 	}
