@@ -63,10 +63,13 @@ type live struct {
 	stop func()
 }
 
-func startLive(t *testing.T, backend, location string) *live {
+func startLive(t *testing.T, backend, location string, tweaks ...func(*app.Config)) *live {
 	t.Helper()
 	mods := repoPlugins(t)
 	cfg := app.Config{Addr: "127.0.0.1:0", BuiltinPlugins: mods, PluginCacheDir: cacheDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, tw := range tweaks {
+		tw(&cfg)
+	}
 	if backend == "postgres" {
 		cfg.DatabaseURL = location
 	} else {
@@ -136,6 +139,22 @@ func (l *live) call(method, path, key string, body any) (int, map[string]any) {
 	dec.UseNumber()
 	dec.Decode(&out)
 	return resp.StatusCode, out
+}
+
+// status makes a call from a background goroutine: no t.Fatal, -1 on a
+// transport error.
+func (l *live) status(method, path string, body any) int {
+	enc, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, l.base+path, bytes.NewReader(enc))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", l.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func dataOf(m map[string]any) map[string]any { d, _ := m["data"].(map[string]any); return d }
