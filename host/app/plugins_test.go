@@ -359,6 +359,18 @@ func TestPluginAdminAPI(t *testing.T) {
 	if code, _ = l.call("GET", "/v1/admin/plugins", l.key, nil); code != 403 {
 		t.Fatalf("a live key may list plugins: %d", code)
 	}
+	// The ledger routes of loaded plugins are in the API description.
+	resp, err := http.Get(l.base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, p := range []string{"/v1/entities/{id}/deposit", "/v1/entities/{id}/budget", "/v1/entities/{id}/outcomes", "/v1/entities/{id}/summary"} {
+		if !bytes.Contains(doc, []byte(`"`+p+`"`)) {
+			t.Errorf("/openapi.json lacks %s", p)
+		}
+	}
 	// The account's ledger still works after the refusals.
 	createAccount(l, "acct-x")
 	if code, body = l.call("POST", "/v1/entities/acct-x/deposit", l.key, map[string]any{"amount": 1}); code != 201 {

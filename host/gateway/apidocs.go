@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/problem"
@@ -16,8 +17,18 @@ type apiDocs struct {
 	err  error
 }
 
+// describe generates the document of the routes being served and of the
+// commands the entity types' ledgers serve right now (plugins load and
+// change at run time, so it is made per request: it is not a hot path).
 func (s *Server) describe(gw *manifest.Gateway) apiDocs {
-	doc, err := openapi.Generate(gw, s.platform.Domain(), openapi.Options{Version: s.cfg.Version, DocsURL: s.cfg.DocsURL})
+	domain := s.platform.Domain()
+	commands := map[string][]ledger.CommandSpec{}
+	for _, t := range domain.EntityTypeNames() {
+		if cmds := s.platform.Commands(t); len(cmds) > 0 {
+			commands[t] = cmds
+		}
+	}
+	doc, err := openapi.Generate(gw, domain, openapi.Options{Version: s.cfg.Version, DocsURL: s.cfg.DocsURL, Commands: commands})
 	if err != nil {
 		return apiDocs{err: err}
 	}
@@ -31,7 +42,7 @@ func (s *Server) describe(gw *manifest.Gateway) apiDocs {
 
 // openAPI serves GET /openapi.json for the routes being served.
 func (s *Server) openAPI(c *fiber.Ctx) error {
-	d := s.table.Load().docs
+	d := s.describe(s.table.Load().manifest)
 	if d.err != nil {
 		return problem.Wrap(problem.Internal, "The API description could not be generated", d.err)
 	}
@@ -41,7 +52,7 @@ func (s *Server) openAPI(c *fiber.Ctx) error {
 
 // apiReference serves GET /docs, the human API reference.
 func (s *Server) apiReference(c *fiber.Ctx) error {
-	d := s.table.Load().docs
+	d := s.describe(s.table.Load().manifest)
 	if d.err != nil {
 		return problem.Wrap(problem.Internal, "The API reference could not be generated", d.err)
 	}

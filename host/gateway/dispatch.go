@@ -41,9 +41,7 @@ var ErrUnknownProjection = errors.New("unknown projection")
 // finish on the table they started with. A nil manifest removes every
 // manifest route.
 func (s *Server) SetRoutes(gw *manifest.Gateway) {
-	t := compileTable(gw)
-	t.docs = s.describe(gw)
-	s.table.Store(t)
+	s.table.Store(compileTable(gw))
 }
 
 // Routes returns the manifest currently served (nil when none).

@@ -13,7 +13,6 @@ import (
 type routeTable struct {
 	manifest *manifest.Gateway
 	routes   []compiledRoute
-	docs     apiDocs // the OpenAPI description of this table, made once
 }
 
 type compiledRoute struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	// DocsURL is the base of problem type URIs ({DocsURL}/errors/<slug>);
 	// DefaultDocsURL when empty.
 	DocsURL string
+	// Commands are the routed commands of each entity type's ledger,
+	// described under /v1/entities/{id}/...
+	Commands map[string][]ledger.CommandSpec
 }
 
 // builder accumulates one document.
@@ -104,6 +108,7 @@ func Generate(gw *manifest.Gateway, domain *manifest.Domain, opts Options) (*ope
 	// Platform operation ids are fixed names and claimed first, so a
 	// manifest route can never take one of them.
 	b.platform()
+	b.ledgerCommands(opts.Commands)
 	if gw != nil {
 		for _, r := range gw.Routes {
 			if err := b.route(r); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/problem"
@@ -825,5 +826,45 @@ routes:
 		if got := op(t, doc, tt.method, tt.path).OperationID; got != tt.id {
 			t.Errorf("%s %s: operationId %s, want %s", tt.method, tt.path, got, tt.id)
 		}
+	}
+}
+
+func TestLedgerCommandRoutes(t *testing.T) {
+	domain, err := manifest.LoadDomainFile("../../manifests/domain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi.Generate(nil, domain, openapi.Options{Commands: map[string][]ledger.CommandSpec{
+		"account": {{Name: "deposit", Method: "POST", Path: "/deposit", Emits: []string{"deposit"}}, {Name: "budget", Method: "GET", Path: "/budget", ReadOnly: true}, {Name: "append"}},
+		"contact": {{Name: "summary", Method: "GET", Path: "/summary", ReadOnly: true}},
+		"deal":    {{Name: "summary", Method: "GET", Path: "/summary", ReadOnly: true}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := openapi.JSON(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Validate(context.Background()); err != nil {
+		t.Fatalf("document with ledger routes does not validate: %v", err)
+	}
+	dep := loaded.Paths.Find("/v1/entities/{id}/deposit")
+	if dep == nil || dep.Post == nil || dep.Post.Responses.Value("201") == nil || dep.Post.RequestBody == nil {
+		t.Fatalf("deposit route: %+v", dep)
+	}
+	if loaded.Paths.Find("/v1/entities/{id}/budget").Get.Responses.Value("200") == nil {
+		t.Fatal("budget route lacks its 200")
+	}
+	sum := loaded.Paths.Find("/v1/entities/{id}/summary")
+	if sum == nil || !strings.Contains(sum.Get.Description, "contact, deal") {
+		t.Fatalf("shared command route: %+v", sum)
+	}
+	if loaded.Paths.Find("/v1/entities/{id}/append") != nil {
+		t.Fatal("an unrouted command got a path")
 	}
 }
