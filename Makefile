@@ -6,13 +6,13 @@ DATA_DIR ?= ./data
 ADDR ?= :8080
 PKGS := ./...
 
-.PHONY: help build run test test-short deps fuzz bench vet fmt clean
+.PHONY: help build run test test-short deps fuzz bench vet fmt clean plugins
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/factline
-	$(GO) build -trimpath -o $(BIN) ./cmd/factline
+build: plugins ## build bin/factline with the plugins in plugins/ built in
+	$(GO) build -trimpath -tags embedplugins -o $(BIN) ./cmd/factline
 
 run: build ## start factline on the embedded store (SQLite in ./data) with the repo's manifests
 	@echo "Starting factline on $(ADDR) with the embedded store in $(DATA_DIR)."
@@ -36,4 +36,12 @@ bench: build deps ## run the benchmarks and write bench/RESULTS.md
 	@bash bench/run.sh
 
 clean: ## remove build output
-	rm -rf bin
+	rm -rf bin plugins/*/*.wasm
+
+PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
+
+plugins: ## build every plugin in plugins/ to plugins/<name>/<name>.wasm
+	@for p in $(PLUGINS); do \
+		echo "plugins/$$p/$$p.wasm"; \
+		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o plugins/$$p/$$p.wasm ./plugins/$$p || exit 1; \
+	done

@@ -447,3 +447,23 @@ func TestShippedManifestsAreValid(t *testing.T) {
 		}
 	}
 }
+
+func TestPluginTestCommand(t *testing.T) {
+	stdout, stderr, code := cli(t, nil, "plugin", "test", "--calls", "500", filepath.Join(pluginsDir, "asset.wasm"))
+	if code != 0 || !strings.Contains(stdout, "PASS") || strings.Contains(stdout, "FAIL") {
+		t.Fatalf("asset plugin: exit %d\n%s%s", code, stdout, stderr)
+	}
+	loop, err := conformance.Build(context.Background(), "../../sdk/conformance/testdata/loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "loop.wasm")
+	os.WriteFile(f, loop, 0o644)
+	stdout, stderr, code = cli(t, nil, "plugin", "test", "--calls", "500", f)
+	if code != 1 || !strings.Contains(stdout, "FAIL") || !strings.Contains(stdout, "deadline") {
+		t.Fatalf("looping plugin: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, _, code = cli(t, nil, "plugin", "test"); code != 2 {
+		t.Fatalf("no file: exit %d", code)
+	}
+}
