@@ -1,0 +1,184 @@
+package conformance_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/host/wasm"
+	"github.com/factline/factline/sdk/conformance"
+)
+
+// fixtures are the modules under testdata, built once in TestMain.
+var (
+	fixtures   = map[string][]byte{}
+	fixtureErr error
+)
+
+var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "hog", "nondeterministic", "panics"}
+
+func TestMain(m *testing.M) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range fixtureNames {
+		wg.Go(func() { // conformance.Build runs at most two builds at once
+			b, err := conformance.Build(context.Background(), filepath.Join("testdata", name))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fixtureErr = err
+				return
+			}
+			fixtures[name] = b
+		})
+	}
+	wg.Wait()
+	os.Exit(m.Run())
+}
+
+// options: a deadline of a second rather than the host's 100ms, so that a
+// test machine busy with other tests does not stop a sound call (a Go
+// guest's collector can pause a call for tens of milliseconds); a loop is
+// stopped all the same.
+func options() conformance.Options {
+	return conformance.Options{Host: wasm.Options{
+		CacheDir:    filepath.Join(os.TempDir(), "factline-wazero-cache"),
+		CallTimeout: time.Second,
+	}}
+}
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	if fixtureErr != nil {
+		t.Fatal(fixtureErr)
+	}
+	return fixtures[name]
+}
+
+// TestBrokenFixtures: each broken module fails exactly the check that
+// concerns it, with a message that says what is wrong.
+func TestBrokenFixtures(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fixture, check, message string
+	}{
+		{"noexport", conformance.CheckExports, "missing export factline_evolve"},
+		{"badabi", conformance.CheckABIVersion, "factline_abi_version returned 2; this kit and the host implement ABI version 1"},
+		{"trap", conformance.CheckMalformedInput, "did not answer with an error reply: factline_decide trapped"},
+		{"loop", conformance.CheckDeadline, `ran past the 1s deadline and were stopped by the host, first decide spin`},
+		{"hog", conformance.CheckMemory, "memory grew from"},
+		{"nondeterministic", conformance.CheckDeterminism, `decide "stamp" (thing, input {}) answered differently to the same input`},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			t.Parallel()
+			r := conformance.Check(t.Context(), fixture(t, tc.fixture), options())
+			var report strings.Builder
+			r.WriteTo(&report)
+			t.Log("\n" + report.String())
+			if r.Passed() {
+				t.Fatal("the broken fixture passed")
+			}
+			failed := r.Failed()
+			if len(failed) != 1 || failed[0].Check != tc.check {
+				t.Fatalf("failed checks %v, want only %s", failed, tc.check)
+			}
+			if !strings.Contains(failed[0].Message, tc.message) {
+				t.Fatalf("%s says %q, want it to contain %q", tc.check, failed[0].Message, tc.message)
+			}
+			if len(r.Results) != len(conformance.Checks) {
+				t.Fatalf("%d results, want one per check", len(r.Results))
+			}
+		})
+	}
+}
+
+// TestRecoveredPanicPasses: a panic the SDK recovers is an error reply
+// (status 5), not a trap.
+func TestRecoveredPanicPasses(t *testing.T) {
+	t.Parallel()
+	r := conformance.Run(t, fixture(t, "panics"), options())
+	for _, res := range r.Results {
+		if res.Outcome != conformance.Pass {
+			t.Errorf("%s %s: %s", res.Outcome, res.Check, res.Message)
+		}
+	}
+}
+
+func TestNotAModule(t *testing.T) {
+	t.Parallel()
+	r := conformance.Check(t.Context(), []byte("not wasm"), options())
+	res, _ := r.Result(conformance.CheckExports)
+	if res.Outcome != conformance.Fail || !strings.Contains(res.Message, "not a WebAssembly module") {
+		t.Fatalf("exports: %+v", res)
+	}
+	for _, res := range r.Results[1:] {
+		if res.Outcome != conformance.Skip {
+			t.Fatalf("%s: %s", res.Check, res.Outcome)
+		}
+	}
+}
+
+func ExampleCheck() {
+	r := conformance.Check(context.Background(), fixtures["nondeterministic"], options())
+	for _, res := range r.Results {
+		fmt.Println(res.Outcome, res.Check)
+	}
+	fmt.Println(r.Passed())
+	// Output:
+	// PASS exports
+	// PASS abi_version
+	// PASS describe
+	// PASS load
+	// PASS unknown_command
+	// PASS malformed_input
+	// FAIL determinism
+	// PASS replay
+	// PASS memory
+	// PASS deadline
+	// false
+}
+
+// Test writes the report `factline plugin test` prints: one line per check
+// and a summary.
+func ExampleTest() {
+	var out strings.Builder
+	ok := conformance.Test(context.Background(), &out, fixtures["badabi"], options())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	fmt.Println(ok)
+	fmt.Println(lines[1])
+	fmt.Println(lines[len(lines)-1])
+	// Output:
+	// false
+	// FAIL abi_version      factline_abi_version returned 2; this kit and the host implement ABI version 1
+	// FAIL: 1 of 10 checks failed (raw@1.0.0)
+}
+
+func ExampleBuild() {
+	module, err := conformance.Build(context.Background(), "testdata/panics")
+	fmt.Println(err, string(module[:4]) == "\x00asm")
+	// Output: <nil> true
+}
+
+func ExampleReport_WriteTo() {
+	r := conformance.Report{Plugin: "demo@1.0.0", Results: []conformance.Result{
+		{Check: conformance.CheckExports, Outcome: conformance.Pass, Message: "all 8 exports present"},
+		{Check: conformance.CheckMemory, Outcome: conformance.Fail, Message: "memory grew from 8.0 MiB to 64.0 MiB"},
+	}}
+	r.WriteTo(os.Stdout)
+	fmt.Println(slices.Collect(func(yield func(string) bool) {
+		for _, f := range r.Failed() {
+			yield(f.Check)
+		}
+	}))
+	// Output:
+	// PASS exports          all 8 exports present
+	// FAIL memory           memory grew from 8.0 MiB to 64.0 MiB
+	// FAIL: 1 of 2 checks failed (demo@1.0.0)
+	// [memory]
+}

@@ -1,0 +1,19 @@
+//go:build !unix
+
+package conformance
+
+import (
+	"context"
+)
+
+// Without flock, the limit holds within the process only.
+var slots = make(chan struct{}, BuildSlots)
+
+func lockSlot(ctx context.Context) (func(), error) {
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
