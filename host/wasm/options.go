@@ -1,0 +1,98 @@
+package wasm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Host. The zero value is usable: every field has a
+// default.
+type Options struct {
+	// CacheDir is the directory of wazero's compilation cache on disk,
+	// shared by every runtime of the host and by later processes. Empty
+	// keeps compiled code in memory only.
+	CacheDir string
+	// MemoryLimitMiB caps the linear memory of each instance (default 64,
+	// at least 8, at most 4096). A guest growing past it traps.
+	MemoryLimitMiB int
+	// CallTimeout is the deadline of one call into a guest (default
+	// 100ms). A guest still running at the deadline is stopped and its
+	// instance discarded.
+	CallTimeout time.Duration
+	// PoolSize is the number of instances kept per loaded plugin version
+	// (default 2*GOMAXPROCS, at most 1024).
+	PoolSize int
+	// DisableDeadline compiles guests without close-on-context-done and
+	// runs calls without a deadline. Benchmarks only: a looping guest then
+	// hangs its caller forever.
+	DisableDeadline bool
+	// Logger receives the host's own messages and the guests' log lines
+	// (default: discard).
+	Logger *slog.Logger
+	// Registerer receives the per-plugin metrics (nil: none).
+	Registerer prometheus.Registerer
+}
+
+// Limits the ABI sets.
+const (
+	// MaxOutputBytes is the largest output a call may return (sdk/ABI.md).
+	MaxOutputBytes = 4 << 20
+	// gomemlimitHeadroomMiB is how far below the memory cap GOMEMLIMIT
+	// is set, so a Go guest's collector works hard before the cap traps.
+	gomemlimitHeadroomMiB = 8
+	// minInitTimeout bounds instantiation (the guest's _initialize).
+	minInitTimeout = 2 * time.Second
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.MemoryLimitMiB == 0 {
+		o.MemoryLimitMiB = 64
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 100 * time.Millisecond
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = 2 * runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var errs []error
+	if o.MemoryLimitMiB < 8 || o.MemoryLimitMiB > 4096 {
+		errs = append(errs, fmt.Errorf("MemoryLimitMiB %d: want 8..4096", o.MemoryLimitMiB))
+	}
+	if o.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CallTimeout %v: want > 0", o.CallTimeout))
+	}
+	if o.PoolSize < 0 || o.PoolSize > 1024 {
+		errs = append(errs, fmt.Errorf("PoolSize %d: want 1..1024", o.PoolSize))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, fmt.Errorf("wasm: options: %w", err)
+	}
+	return o, nil
+}
+
+// memoryLimitPages is the cap in 64 KiB wasm pages.
+func (o Options) memoryLimitPages() uint32 { return uint32(o.MemoryLimitMiB) * 16 }
+
+// gomemlimit is the GOMEMLIMIT a Go guest gets: the cap minus 8 MiB, or
+// three quarters of a small cap.
+func (o Options) gomemlimit() string {
+	mib := o.MemoryLimitMiB - gomemlimitHeadroomMiB
+	if alt := o.MemoryLimitMiB * 3 / 4; mib < alt {
+		mib = alt
+	}
+	return fmt.Sprintf("%dMiB", mib)
+}
+
+// initTimeout bounds one instantiation.
+func (o Options) initTimeout() time.Duration {
+	return max(20*o.CallTimeout, minInitTimeout)
+}

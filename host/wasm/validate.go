@@ -1,0 +1,230 @@
+package wasm
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/factline/factline/sdk/abi"
+)
+
+var (
+	// pluginNameRe: plugin names appear in URLs, metrics and file names.
+	pluginNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	// versionRe: semantic versions, an optional leading v.
+	versionRe = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	// identRe: entity types, fact types, handlers and commands, as in the
+	// domain manifest.
+	identRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	// pathRe: a command path, mounted under /v1/entities/:id.
+	pathRe = regexp.MustCompile(`^(/([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*))+$`)
+)
+
+var methods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+// reservedPaths are platform routes under /v1/entities/:id.
+var reservedPaths = []string{"/facts"}
+
+// export is a required export's signature.
+type export struct {
+	name            string
+	params, results []api.ValueType
+}
+
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+// requiredExports are the functions of sdk/ABI.md, in the order problems
+// are reported.
+var requiredExports = []export{
+	{abi.ExportInit, nil, nil},
+	{abi.ExportVersion, nil, []api.ValueType{i32}},
+	{abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}},
+	{abi.ExportFree, []api.ValueType{i32, i32}, nil},
+	{abi.ExportDescribe, nil, []api.ValueType{i64}},
+	{abi.ExportDecide, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+	{abi.ExportEvolve, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+	{abi.ExportHandle, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+}
+
+// essentialExports are needed to instantiate a module and ask for its
+// version and description; without them Load stops early.
+var essentialExports = []string{abi.ExportInit, abi.ExportVersion, abi.ExportAlloc, abi.ExportDescribe}
+
+const wasiModule = "wasi_snapshot_preview1"
+
+// checkModule checks the imports and exports of a compiled module. fatal
+// is true when the module cannot even be instantiated and described.
+func checkModule(cm wazero.CompiledModule) (reasons []string, fatal bool) {
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch {
+		case mod == wasiModule:
+			// wazero provides the whole of WASI preview 1; the sandbox is in
+			// the module config (no FS, env, network).
+		case mod == abi.HostModule && name == "log":
+			if !sameSig(f.ParamTypes(), []api.ValueType{i32, i32, i32}) || len(f.ResultTypes()) != 0 {
+				reasons = append(reasons, fmt.Sprintf("import %s.log has signature %s, want (i32, i32, i32) -> ()", mod, sig(f)))
+				fatal = true
+			}
+		default:
+			reasons = append(reasons, fmt.Sprintf("imports %s.%s, which the host does not provide (only %s and %s.log)", mod, name, wasiModule, abi.HostModule))
+			fatal = true
+		}
+	}
+	for _, m := range cm.ImportedMemories() {
+		mod, name, _ := m.Import()
+		reasons = append(reasons, fmt.Sprintf("imports memory %s.%s; a plugin defines and exports its own memory", mod, name))
+		fatal = true
+	}
+	if _, ok := cm.ExportedMemories()["memory"]; !ok {
+		reasons = append(reasons, `does not export its linear memory as "memory"`)
+		fatal = true
+	}
+	exports := cm.ExportedFunctions()
+	for _, want := range requiredExports {
+		f, ok := exports[want.name]
+		switch {
+		case !ok:
+			reasons = append(reasons, "missing export "+want.name)
+		case !sameSig(f.ParamTypes(), want.params) || !sameSig(f.ResultTypes(), want.results):
+			reasons = append(reasons, fmt.Sprintf("export %s has signature %s, want %s", want.name, sig(f), sigOf(want.params, want.results)))
+		default:
+			continue
+		}
+		if slices.Contains(essentialExports, want.name) {
+			fatal = true
+		}
+	}
+	return reasons, fatal
+}
+
+func sameSig(a, b []api.ValueType) bool { return slices.Equal(a, b) }
+
+func sig(f api.FunctionDefinition) string { return sigOf(f.ParamTypes(), f.ResultTypes()) }
+
+func sigOf(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(s, ", ") + ")"
+	}
+	return names(params) + " -> " + names(results)
+}
+
+// checkDescription returns every rule of sdk/ABI.md the describe document
+// d breaks.
+func checkDescription(d abi.Description) []string {
+	var r []string
+	add := func(format string, args ...any) { r = append(r, "describe: "+fmt.Sprintf(format, args...)) }
+
+	if d.ABI != abi.Version {
+		add("abi is %d, want %d", d.ABI, abi.Version)
+	}
+	if !pluginNameRe.MatchString(d.Name) {
+		add("name %q: want lowercase letters, digits, _ and -, starting with a letter, at most 64", d.Name)
+	}
+	if !versionRe.MatchString(d.Version) {
+		add("version %q: want a semantic version such as 1.2.0", d.Version)
+	}
+	idents := func(what string, names []string) {
+		seen := map[string]bool{}
+		for _, n := range names {
+			if !identRe.MatchString(n) {
+				add("%s %q: want lowercase letters, digits and _, starting with a letter", what, n)
+			}
+			if seen[n] {
+				add("%s %q is listed twice", what, n)
+			}
+			seen[n] = true
+		}
+	}
+	switch d.Kind {
+	case abi.KindLedger:
+		if len(d.EntityTypes) == 0 {
+			add("a ledger lists the entity types it serves in entity_types")
+		}
+		if len(d.Handlers) > 0 {
+			add("a ledger has no handlers (handlers lists %d)", len(d.Handlers))
+		}
+	case abi.KindSubscription:
+		if len(d.Handlers) == 0 {
+			add("a subscription lists its handler names in handlers")
+		}
+		if len(d.EntityTypes) > 0 {
+			add("a subscription serves no entity types (entity_types lists %d)", len(d.EntityTypes))
+		}
+		if len(d.Commands) > 0 {
+			add("a subscription serves no commands (commands lists %d)", len(d.Commands))
+		}
+	default:
+		add("kind %q: want %q or %q", d.Kind, abi.KindLedger, abi.KindSubscription)
+	}
+	idents("entity type", d.EntityTypes)
+	idents("handler", d.Handlers)
+	idents("fact type", d.Emits)
+
+	names := map[string]bool{}
+	routes := map[string]string{}
+	for i, c := range d.Commands {
+		label := fmt.Sprintf("command %d", i+1)
+		if c.Name != "" {
+			label = fmt.Sprintf("command %q", c.Name)
+		}
+		switch {
+		case c.Name == "":
+			add("%s has no name", label)
+		case !identRe.MatchString(c.Name):
+			add("%s: want a name of lowercase letters, digits and _, starting with a letter", label)
+		case names[c.Name]:
+			add("%s is declared twice", label)
+		}
+		names[c.Name] = true
+		if c.Name == abi.CommandAppend && c.Path != "" {
+			add("%s is the built-in raw append and has no path", label)
+		}
+		switch {
+		case c.Path == "" && c.Method != "":
+			add("%s has a method but no path", label)
+		case c.Path != "":
+			if !slices.Contains(methods, c.Method) {
+				add("%s: method %q, want one of %s", label, c.Method, strings.Join(methods, ", "))
+			}
+			if !pathRe.MatchString(c.Path) {
+				add("%s: path %q: want /segment[/segment...] (segments of letters, digits, . _ ~ - or :param)", label, c.Path)
+			}
+			if slices.Contains(reservedPaths, c.Path) {
+				add("%s: path %s is a platform route", label, c.Path)
+			}
+			if strings.Contains(c.Path+"/", "/:id/") {
+				add("%s: path %q reuses :id, the entity's id parameter", label, c.Path)
+			}
+			key := c.Method + " " + c.Path
+			if other, ok := routes[key]; ok {
+				add("%s: %s is already served by command %q", label, key, other)
+			} else {
+				routes[key] = c.Name
+			}
+			if c.Method == "GET" && !c.ReadOnly {
+				add("%s: a GET command must be read_only", label)
+			}
+		}
+		if c.ReadOnly && len(c.Emits) > 0 {
+			add("%s is read_only but emits %s", label, strings.Join(c.Emits, ", "))
+		}
+		for _, ft := range c.Emits {
+			if !identRe.MatchString(ft) {
+				add("%s emits %q: want lowercase letters, digits and _, starting with a letter", label, ft)
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,76 @@
+package wasm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/factline/factline/sdk/abi"
+)
+
+func validLedger() abi.Description {
+	return abi.Description{
+		ABI: 1, Name: "account", Version: "1.2.0", Kind: abi.KindLedger, EntityTypes: []string{"account"},
+		Commands: []abi.Command{
+			{Name: "deposit", Method: "POST", Path: "/deposit", Emits: []string{"deposit"}},
+			{Name: "budget", Method: "GET", Path: "/budget", ReadOnly: true},
+			{Name: "line", Method: "GET", Path: "/lines/:line", ReadOnly: true},
+			{Name: "internal"},
+		},
+		Emits: []string{"deposit", "charge"},
+	}
+}
+
+func TestCheckDescription(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		change func(*abi.Description)
+		want   string // "" when valid
+	}{
+		{"valid ledger", func(*abi.Description) {}, ""},
+		{"valid subscription", func(d *abi.Description) {
+			*d = abi.Description{ABI: 1, Name: "notify", Version: "v0.3.0-rc.1+build.5", Kind: abi.KindSubscription, Handlers: []string{"followup"}}
+		}, ""},
+		{"abi", func(d *abi.Description) { d.ABI = 2 }, "abi is 2"},
+		{"name", func(d *abi.Description) { d.Name = "" }, `name ""`},
+		{"version", func(d *abi.Description) { d.Version = "1.2" }, `version "1.2"`},
+		{"kind", func(d *abi.Description) { d.Kind = "" }, `kind ""`},
+		{"ledger without types", func(d *abi.Description) { d.EntityTypes = nil }, "lists the entity types"},
+		{"ledger with handlers", func(d *abi.Description) { d.Handlers = []string{"h"} }, "a ledger has no handlers"},
+		{"bad entity type", func(d *abi.Description) { d.EntityTypes = []string{"Account"} }, `entity type "Account"`},
+		{"duplicate entity type", func(d *abi.Description) { d.EntityTypes = []string{"a", "a"} }, `entity type "a" is listed twice`},
+		{"bad fact type", func(d *abi.Description) { d.Emits = []string{"deposit made"} }, `fact type "deposit made"`},
+		{"subscription without handlers", func(d *abi.Description) {
+			d.Kind, d.EntityTypes, d.Commands = abi.KindSubscription, nil, nil
+		}, "lists its handler names"},
+		{"subscription with commands", func(d *abi.Description) {
+			d.Kind, d.EntityTypes, d.Handlers = abi.KindSubscription, nil, []string{"h"}
+		}, "serves no commands"},
+		{"command without name", func(d *abi.Description) { d.Commands[0].Name = "" }, "command 1 has no name"},
+		{"duplicate command", func(d *abi.Description) { d.Commands[1].Name = "deposit" }, `command "deposit" is declared twice`},
+		{"method without path", func(d *abi.Description) { d.Commands[3].Method = "POST" }, "has a method but no path"},
+		{"bad method", func(d *abi.Description) { d.Commands[0].Method = "post" }, `method "post"`},
+		{"bad path", func(d *abi.Description) { d.Commands[0].Path = "/a b" }, `path "/a b"`},
+		{"trailing slash", func(d *abi.Description) { d.Commands[0].Path = "/deposit/" }, `path "/deposit/"`},
+		{"platform path", func(d *abi.Description) { d.Commands[1].Path = "/facts" }, "/facts is a platform route"},
+		{"id parameter", func(d *abi.Description) { d.Commands[2].Path = "/x/:id" }, "reuses :id"},
+		{"same route", func(d *abi.Description) { d.Commands[2].Path = "/budget" }, "GET /budget is already served"},
+		{"GET that writes", func(d *abi.Description) { d.Commands[1].ReadOnly = false }, "a GET command must be read_only"},
+		{"read-only emits", func(d *abi.Description) { d.Commands[1].Emits = []string{"deposit"} }, "is read_only but emits"},
+		{"append with path", func(d *abi.Description) { d.Commands[0].Name = abi.CommandAppend }, "built-in raw append"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := validLedger()
+			d.Commands = append([]abi.Command(nil), d.Commands...)
+			tt.change(&d)
+			got := checkDescription(d)
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Errorf("refused: %v", got)
+			case tt.want != "" && !strings.Contains(strings.Join(got, "\n"), tt.want):
+				t.Errorf("reasons %v lack %q", got, tt.want)
+			}
+		})
+	}
+}
