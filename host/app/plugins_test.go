@@ -66,7 +66,9 @@ type live struct {
 func startLive(t *testing.T, backend, location string, tweaks ...func(*app.Config)) *live {
 	t.Helper()
 	mods := repoPlugins(t)
-	cfg := app.Config{Addr: "127.0.0.1:0", BuiltinPlugins: mods, PluginCacheDir: cacheDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// A generous plugin deadline: the race detector and a busy machine slow
+	// calls down, and these tests are not about the deadline.
+	cfg := app.Config{Addr: "127.0.0.1:0", BuiltinPlugins: mods, PluginCacheDir: cacheDir, PluginTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, tw := range tweaks {
 		tw(&cfg)
 	}
@@ -144,9 +146,15 @@ func (l *live) call(method, path, key string, body any) (int, map[string]any) {
 // status makes a call from a background goroutine: no t.Fatal, -1 on a
 // transport error.
 func (l *live) status(method, path string, body any) int {
-	enc, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, l.base+path, bytes.NewReader(enc))
-	req.Header.Set("Content-Type", "application/json")
+	var rd io.Reader
+	if body != nil {
+		enc, _ := json.Marshal(body)
+		rd = bytes.NewReader(enc)
+	}
+	req, _ := http.NewRequest(method, l.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-API-Key", l.key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -79,7 +79,12 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 	}
 	c.Locals(localRequestID, rid)
 	c.Set(HeaderRequestID, rid)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	timeout := s.cfg.RequestTimeout
+	if strings.HasPrefix(c.Path(), uploadPrefix) {
+		// Installing a plugin compiles it: seconds, more on a busy host.
+		timeout = max(timeout, 5*time.Minute)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c.SetUserContext(ctx)
 	s.metrics.inflight.Inc()
