@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net"
@@ -123,9 +124,10 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 
 // App is a running Factline process.
 type App struct {
-	cfg        Config
-	baseDomain *manifest.Domain
-	closers    []func() // run in reverse by Close
+	cfg          Config
+	baseDomain   *manifest.Domain
+	manifestHash []byte   // of the gateway manifest being served
+	closers      []func() // run in reverse by Close
 
 	Store         store.Store
 	Platform      *platform.Service
@@ -145,17 +147,26 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	var gw *manifest.Gateway
 	domain := base
+	var manifestHash []byte
 	if cfg.Manifest != "" {
-		if gw, err = manifest.LoadGatewayFile(cfg.Manifest, base); err != nil {
+		src, err := os.ReadFile(cfg.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("gateway manifest: %w", err)
+		}
+		if gw, err = manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
 			return nil, fmt.Errorf("gateway manifest:\n%w", err)
 		}
+		sum := sha256.Sum256(src)
+		manifestHash = sum[:]
 		domain = manifest.MergeDomain(base, gw)
 	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), baseDomain: base}
+	// The watcher compares against the bytes actually served, so an edit
+	// made before it starts is not missed.
+	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), baseDomain: base, manifestHash: manifestHash}
 	a.closers = append(a.closers, func() {
 		if err := st.Close(); err != nil {
 			cfg.Logger.Warn("close store", "err", err)

@@ -59,7 +59,7 @@ func (a *App) watchManifest(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
-	last := fileHash(a.cfg.Manifest)
+	last := a.manifestHash
 	reload := func(why string) {
 		if err := a.Reload(); err != nil {
 			a.cfg.Logger.Error("gateway manifest refused; the previous routes keep serving", "file", a.cfg.Manifest, "trigger", why, "problems", err.Error())
