@@ -24,6 +24,9 @@ deps: ## install the PostgreSQL and Redis servers the tests start (apt-get, when
 
 test: deps ## run the whole suite with the race detector, Postgres and Redis included
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	@# The hot-swap test's load floor (200 requests/s) is checked without
+	@# the race detector, which slows every call several times over.
+	$(GO) test -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./host/app
 
 vet: ## go vet and gofmt check
 	$(GO) vet $(PKGS)
