@@ -70,7 +70,7 @@ func startBaseline(t *testing.T, dbURL string, clients int, logger *slog.Logger)
 	}
 	createAccounts(t, a.Platform, ids)
 	a.Close()
-	return &baseline{pool: openPool(t, dbURL, int32(clients), "factline-bench-baseline")}
+	return &baseline{pool: openPool(t, dbURL, int32(clients), baselineApp)}
 }
 
 // append is one minimal correct append of a deposit to entityID in its own

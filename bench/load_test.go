@@ -24,17 +24,20 @@ type loadParams struct {
 	Clients  int
 	Warmup   time.Duration
 	Duration time.Duration
+	// QuietWait bounds the wait for an idle machine before each scenario.
+	QuietWait time.Duration
 }
 
 // defaultParams are the acceptance settings. BENCH_WARMUP and
-// BENCH_DURATION (Go durations) override the times for quick local runs;
-// RESULTS.md records what was used.
+// BENCH_DURATION (Go durations) override the times for quick local runs,
+// BENCH_QUIET_WAIT the wait for an idle machine (0 skips it); RESULTS.md
+// records what was used.
 func defaultParams() (loadParams, error) {
-	p := loadParams{Clients: 64, Warmup: 2 * time.Second, Duration: 10 * time.Second}
+	p := loadParams{Clients: 64, Warmup: 2 * time.Second, Duration: 10 * time.Second, QuietWait: 3 * time.Minute}
 	for _, v := range []struct {
 		env string
 		dst *time.Duration
-	}{{"BENCH_WARMUP", &p.Warmup}, {"BENCH_DURATION", &p.Duration}} {
+	}{{"BENCH_WARMUP", &p.Warmup}, {"BENCH_DURATION", &p.Duration}, {"BENCH_QUIET_WAIT", &p.QuietWait}} {
 		if s := os.Getenv(v.env); s != "" {
 			d, err := time.ParseDuration(s)
 			if err != nil || d < 0 || (v.env == "BENCH_DURATION" && d == 0) {
@@ -70,6 +73,14 @@ type loadResult struct {
 	Errors    int64
 	FirstErrs []string
 	Server    serverDelta
+	// QuietBusy is the machine's busy share (0..1) over the two seconds
+	// before the scenario started, after waiting QuietWaited for it to
+	// drop; -1 when not measured.
+	QuietBusy   float64
+	QuietWaited time.Duration
+	// Waits is what the PostgreSQL backends serving the run were doing,
+	// sampled over the window.
+	Waits []waitShare
 }
 
 // Rate is successful operations per second of the measured window.
@@ -96,9 +107,10 @@ func (r *loadResult) Pct(p float64) time.Duration {
 // measures the operations that complete inside the last p.Duration. No
 // new operation starts after the window closes; the ones in flight are
 // awaited (and counted in OK and Errors, not in Ops). mon, when non-nil,
-// samples server counters at the window's edges; profile, when non-empty,
+// samples server counters at the window's edges and the activity of the
+// server's connections named app during it; profile, when non-empty,
 // is a file that receives a CPU profile of this process over the window.
-func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *monitor, profile string) (*loadResult, error) {
+func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *monitor, app, profile string) (*loadResult, error) {
 	type workerOut struct {
 		lat    []time.Duration
 		ok     int64
@@ -115,6 +127,7 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 		sampleErr   error
 		before      serverSample
 		after       serverSample
+		waits       []waitShare
 		sampler     sync.WaitGroup
 		profileFile *os.File
 	)
@@ -138,7 +151,11 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 				sampleErr = fmt.Errorf("cpu profile: %w", err)
 			}
 		}
-		sleepUntil(ctx, windowEnd)
+		if mon != nil {
+			waits = mon.sampleWaits(ctx, windowEnd, app)
+		} else {
+			sleepUntil(ctx, windowEnd)
+		}
 		if profileFile != nil {
 			pprof.StopCPUProfile()
 			profileFile.Close()
@@ -205,6 +222,7 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 	}
 	if mon != nil {
 		r.Server = after.sub(before)
+		r.Waits = waits
 	}
 	return r, nil
 }
@@ -259,6 +277,7 @@ type serverSample struct {
 	pgCPU    time.Duration // -1 when unknown
 	hostBusy time.Duration // summed over all CPUs
 	hostAll  time.Duration
+	irqSteal time.Duration
 }
 
 // serverDelta is the change of a serverSample over the measured window.
@@ -270,6 +289,7 @@ type serverDelta struct {
 	PGCPU    time.Duration // -1 when unknown
 	HostBusy time.Duration
 	HostAll  time.Duration
+	IRQSteal time.Duration
 }
 
 func (a serverSample) sub(b serverSample) serverDelta {
@@ -285,6 +305,7 @@ func (a serverSample) sub(b serverSample) serverDelta {
 		PGCPU:    pg,
 		HostBusy: a.hostBusy - b.hostBusy,
 		HostAll:  a.hostAll - b.hostAll,
+		IRQSteal: a.irqSteal - b.irqSteal,
 	}
 }
 
@@ -306,7 +327,7 @@ func (m *monitor) sample(ctx context.Context) (serverSample, error) {
 	if m.postmaster != 0 {
 		s.pgCPU = serverCPU(m.postmaster)
 	}
-	if s.hostBusy, s.hostAll, err = hostCPU(); err != nil {
+	if s.hostBusy, s.hostAll, s.irqSteal, err = hostCPUDetail(); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -367,27 +388,122 @@ func serverCPU(postmaster int) time.Duration {
 // hostCPU returns the busy and total CPU time of the machine, summed over
 // its CPUs (idle and iowait count as not busy).
 func hostCPU() (busy, all time.Duration, err error) {
+	busy, all, _, err = hostCPUDetail()
+	return busy, all, err
+}
+
+// hostCPUDetail is hostCPU that also returns the part of busy that belongs
+// to no process: interrupts, soft interrupts and steal.
+func hostCPUDetail() (busy, all, irqSteal time.Duration, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
-	if len(f) < 6 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected format")
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, 0, fmt.Errorf("/proc/stat: unexpected format")
 	}
-	var total, idle int64
+	var total, idle, irq int64
 	// user nice system idle iowait irq softirq steal (guest time is
 	// already inside user and nice).
-	for i, v := range f[1:min(len(f), 9)] {
+	for i, v := range f[1:9] {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+			return 0, 0, 0, fmt.Errorf("/proc/stat: %w", err)
 		}
 		total += n
-		if i == 3 || i == 4 {
+		switch i {
+		case 3, 4:
 			idle += n
+		case 5, 6, 7:
+			irq += n
 		}
 	}
-	return time.Duration(total-idle) * clockTick, time.Duration(total) * clockTick, nil
+	return time.Duration(total-idle) * clockTick, time.Duration(total) * clockTick, time.Duration(irq) * clockTick, nil
+}
+
+// waitQuiet waits, for at most maxWait, until the machine has been less
+// than 10% busy for two seconds, and returns how busy it was over the last
+// two seconds and how long it waited. Other work on the machine would
+// otherwise end up in the figures.
+func waitQuiet(ctx context.Context, maxWait time.Duration) (busy float64, waited time.Duration) {
+	start := time.Now()
+	for {
+		b0, a0, err := hostCPU()
+		if err != nil {
+			return -1, time.Since(start)
+		}
+		sleepUntil(ctx, time.Now().Add(2*time.Second))
+		b1, a1, err := hostCPU()
+		if err != nil || a1 == a0 {
+			return -1, time.Since(start)
+		}
+		busy = float64(b1-b0) / float64(a1-a0)
+		if busy < 0.10 || time.Since(start) >= maxWait || ctx.Err() != nil {
+			return busy, time.Since(start)
+		}
+	}
+}
+
+// waitShare is one activity of PostgreSQL backends and how many backends
+// were in it on average over the samples.
+type waitShare struct {
+	What string
+	Avg  float64
+}
+
+// sampleWaits polls pg_stat_activity every 20 ms until the deadline and
+// returns the average number of client backends named app per activity,
+// most common first. "idle in transaction" means a transaction is waiting
+// for its client's next statement (with the locks it holds still held).
+func (m *monitor) sampleWaits(ctx context.Context, until time.Time, app string) []waitShare {
+	counts := map[string]int{}
+	samples := 0
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(until) && ctx.Err() == nil {
+		rows, err := m.pool.Query(ctx, `SELECT CASE
+    WHEN state = 'idle in transaction' THEN 'idle in transaction (waiting for the client)'
+    WHEN state = 'idle' THEN 'idle (no transaction)'
+    WHEN wait_event IS NULL THEN 'running (CPU)'
+    ELSE wait_event_type || ': ' || wait_event END AS what, count(*)
+FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND application_name = $1
+GROUP BY 1`, app)
+		if err == nil {
+			for rows.Next() {
+				var what string
+				var n int
+				if rows.Scan(&what, &n) == nil {
+					counts[what] += n
+				}
+			}
+			rows.Close()
+			if rows.Err() == nil {
+				samples++
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
+	if samples == 0 {
+		return nil
+	}
+	out := make([]waitShare, 0, len(counts))
+	for what, n := range counts {
+		out = append(out, waitShare{What: what, Avg: float64(n) / float64(samples)})
+	}
+	slices.SortFunc(out, func(a, b waitShare) int {
+		if a.Avg != b.Avg {
+			if a.Avg > b.Avg {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.What, b.What)
+	})
+	return out
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/factline/factline/host/store/postgres"
 )
 
 // benchEnv describes where a benchmark ran.
@@ -174,7 +176,7 @@ func (r *appendReport) evaluate() {
 	var many, hot []string
 	ratio := r.ratio(r.ManyHTTP, r.ManyBase)
 	if rate := r.ManyHTTP.Rate(); rate < targetManyRate {
-		many = append(many, fmt.Sprintf("%s facts/s < %s", formatInt(int64(rate)), formatInt(int64(targetManyRate))))
+		many = append(many, fmt.Sprintf("%s facts/s < %s", formatInt(int64(rate+0.5)), formatInt(int64(targetManyRate))))
 	}
 	if ratio < targetManyRatio {
 		many = append(many, fmt.Sprintf("%.0f%% of the raw baseline < %.0f%%", 100*ratio, 100*targetManyRatio))
@@ -186,7 +188,7 @@ func (r *appendReport) evaluate() {
 		many = append(many, fmt.Sprintf("%d failed requests", r.ManyHTTP.Errors))
 	}
 	if rate := r.HotHTTP.Rate(); rate < targetHotRate {
-		hot = append(hot, fmt.Sprintf("%s facts/s < %s", formatInt(int64(rate)), formatInt(int64(targetHotRate))))
+		hot = append(hot, fmt.Sprintf("%s facts/s < %s", formatInt(int64(rate+0.5)), formatInt(int64(targetHotRate))))
 	}
 	if !r.ProductCheck.OK() {
 		hot = append(hot, "ledger check failed (seq or positions not gap-free)")
@@ -212,6 +214,10 @@ func (r *appendReport) evaluate() {
 	}
 }
 
+// otherCPU is the busy time of processes other than the bench process and
+// the PostgreSQL server.
+func (d serverDelta) otherCPU() time.Duration { return d.HostBusy - d.SelfCPU - d.PGCPU - d.IRQSteal }
+
 // noisyCores is how much CPU other processes may use during a measured
 // window before the report calls the machine busy.
 const noisyCores = 0.15
@@ -225,7 +231,7 @@ func (r *appendReport) noisy() []string {
 		if d.Wall <= 0 || d.PGCPU < 0 {
 			continue
 		}
-		if other := (d.HostBusy - d.SelfCPU - d.PGCPU).Seconds() / d.Wall.Seconds(); other > noisyCores {
+		if other := d.otherCPU().Seconds() / d.Wall.Seconds(); other > noisyCores {
 			out = append(out, fmt.Sprintf("%s (%.2f cores)", x.Name, other))
 		}
 	}
@@ -258,7 +264,7 @@ func (r *appendReport) markdown() string {
 	w("| Machine | |\n|---|---|\n")
 	w("| Kernel | `%s` |\n", e.Uname)
 	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Memory | %s |\n", e.MemTotal)
+	w("| Memory | %s |\n", fmtMem(e.MemTotal))
 	w("| Go | %s |\n", e.GoVersion)
 	var set []string
 	for _, kv := range e.settings {
@@ -320,16 +326,23 @@ func (r *appendReport) markdown() string {
 	w("\n")
 
 	w("Where the time goes, over each measured window (server-wide PostgreSQL counters; CPU from /proc):\n\n")
-	w("| Scenario | Path | write tx/s | facts per tx | WAL bytes per fact | CPU: bench process | CPU: PostgreSQL | CPU: other processes | machine busy |\n")
-	w("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| Scenario | Path | write tx/s | facts per tx | WAL bytes per fact | CPU: bench process | CPU: PostgreSQL | CPU: irq, softirq, steal | CPU: other processes | machine busy | busy just before |\n")
+	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	cores := func(d, wall time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()/wall.Seconds()) }
 	diag := func(scn, path string, x *loadResult) {
 		d := x.Server
+		before := "n/a"
+		if x.QuietBusy >= 0 {
+			before = fmt.Sprintf("%.0f%%", 100*x.QuietBusy)
+			if x.QuietWaited > 3*time.Second {
+				before += fmt.Sprintf(" (after %v)", x.QuietWaited.Round(time.Second))
+			}
+		}
 		if d.Wall <= 0 {
-			w("| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a |\n", scn, path)
+			w("| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | %s |\n", scn, path, before)
 			return
 		}
-		secs := d.Wall.Seconds()
-		txs := float64(d.WriteTxs) / secs
+		txs := float64(d.WriteTxs) / d.Wall.Seconds()
 		perTx, walPer, pg, other := "n/a", "n/a", "n/a", "n/a"
 		if d.WriteTxs > 0 {
 			perTx = fmt.Sprintf("%.1f", x.Rate()/txs)
@@ -338,25 +351,44 @@ func (r *appendReport) markdown() string {
 			walPer = formatInt(d.WALBytes / x.Ops)
 		}
 		if d.PGCPU >= 0 {
-			pg = fmt.Sprintf("%.2f cores", d.PGCPU.Seconds()/secs)
-			other = fmt.Sprintf("%.2f cores", max(0, (d.HostBusy-d.SelfCPU-d.PGCPU).Seconds()/secs))
+			pg = cores(d.PGCPU, d.Wall)
+			other = cores(max(0, d.otherCPU()), d.Wall)
 		}
 		busy := 0.0
 		if d.HostAll > 0 {
 			busy = 100 * float64(d.HostBusy) / float64(d.HostAll)
 		}
-		w("| %s | %s | %s | %s | %s | %.2f cores | %s | %s | %.0f%% of %d cores |\n", scn, path, formatInt(int64(txs+0.5)), perTx, walPer,
-			d.SelfCPU.Seconds()/secs, pg, other, busy, e.Cores)
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% of %d cores | %s |\n", scn, path, formatInt(int64(txs+0.5)), perTx, walPer,
+			cores(d.SelfCPU, d.Wall), pg, cores(d.IRQSteal, d.Wall), other, busy, e.Cores, before)
 	}
 	diag("(a)", "raw pgx", r.ManyBase)
 	diag("(a)", "HTTP", r.ManyHTTP)
 	diag("(b)", "raw pgx", r.HotBase)
 	diag("(b)", "HTTP", r.HotHTTP)
 	w("\n")
-	w("\"bench process\" is the Go test process: the HTTP clients and the Factline server for the HTTP rows, the pgx " +
-		"goroutines for the raw rows. \"PostgreSQL\" is the server's postmaster and its children; \"other processes\" is " +
-		"the rest of the machine's busy time (kernel threads, and anything else running). \"write tx\" counts transaction " +
-		"ids assigned on the server.\n\n")
+	w("CPU columns are in cores, averaged over the window. \"bench process\" is the Go test process: the HTTP clients "+
+		"and the Factline server for the HTTP rows, the pgx goroutines for the raw rows. \"PostgreSQL\" is the server's "+
+		"postmaster and its children. Interrupt work (loopback networking runs partly in soft interrupts) and steal belong "+
+		"to no process; \"other processes\" is the rest of the machine's busy time. \"busy just before\" is the machine's "+
+		"load over the 2 s before the scenario started (the run waits up to %s for it to drop below 10%%). \"write tx\" "+
+		"counts transaction ids assigned on the server.\n\n", p.QuietWait)
+	w("PostgreSQL connections of the path under test by activity, averaged over samples of `pg_stat_activity` every "+
+		"20 ms (Factline: its store pool of up to %d plus the LISTEN connection; raw pgx: its pool of %d):\n\n",
+		postgres.DefaultMaxConns, p.Clients)
+	for _, x := range []*loadResult{r.ManyBase, r.ManyHTTP, r.HotBase, r.HotHTTP} {
+		var parts []string
+		for i, ws := range x.Waits {
+			if i == 6 {
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %.1f", ws.What, ws.Avg))
+		}
+		if len(parts) == 0 {
+			parts = []string{"n/a"}
+		}
+		w("- %s: %s\n", x.Name, strings.Join(parts, "; "))
+	}
+	w("\n")
 	if noisy := r.noisy(); len(noisy) > 0 {
 		w("**Caution:** other processes used more than %.2f cores during %s; the machine was not quiet and those figures "+
 			"understate what it can do.\n\n", noisyCores, strings.Join(noisy, ", "))
@@ -368,9 +400,19 @@ func (r *appendReport) markdown() string {
 		}
 		w("\n")
 	}
-	w("Reproduce with `make bench` or `bash bench/run.sh` (`BENCH_DURATION`, `BENCH_WARMUP` shorten the windows for a " +
-		"trial; `BENCH_CPUPROFILE=file` writes a CPU profile of the process during the HTTP (a) window).\n")
+	w("Reproduce with `make bench` or `bash bench/run.sh` on an otherwise idle machine (`BENCH_DURATION`, `BENCH_WARMUP` " +
+		"shorten the windows for a trial; `BENCH_QUIET_WAIT` bounds the wait for an idle machine, 0 skips it; " +
+		"`BENCH_CPUPROFILE=file` writes a CPU profile of the process during the HTTP (a) window).\n")
 	return b.String()
+}
+
+// fmtMem renders a /proc/meminfo "N kB" value in GiB.
+func fmtMem(v string) string {
+	n, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+	if err != nil {
+		return v
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<20))
 }
 
 // fmtLatency renders a latency in milliseconds.

@@ -1,5 +1,6 @@
 // Package store defines the persistence boundary of Factline: entities,
-// facts, configs, API keys, idempotency records and stream checkpoints.
+// facts, configs, API keys, idempotency records, stream checkpoints, plugin
+// binaries and the webhook outbox.
 //
 // Two implementations satisfy [Store]: host/store/postgres (pgx v5) and
 // host/store/sqlite (the embedded default). Both are run through the same
@@ -131,6 +132,10 @@ type Append struct {
 	// State, when non-nil, replaces the entity's stored State snapshot in
 	// the same transaction as the fact.
 	State json.RawMessage
+	// Outbox, when non-nil, is inserted into the webhook outbox in the same
+	// transaction, only when this item succeeds. Its DeliveryID must be
+	// new (else the whole call fails).
+	Outbox *OutboxRow
 }
 
 // AppendResult reports one item of an AppendFacts batch.
@@ -234,6 +239,7 @@ type Store interface {
 	IdempotencyStore
 	CheckpointStore
 	PluginStore
+	WebhookStore
 
 	// Ping checks that the backing database answers.
 	Ping(ctx context.Context) error
@@ -426,4 +432,183 @@ type Hooks struct {
 	// BeforeAppendCommit runs inside AppendFacts after every item is written
 	// and before the transaction commits.
 	BeforeAppendCommit func(ctx context.Context)
+}
+
+// Webhook outbox statuses (the webhook contract's outbox states).
+const (
+	OutboxPending = "pending"
+	OutboxSent    = "sent"
+	OutboxDead    = "dead"
+)
+
+// OutboxRow is one webhook delivery in the outbox. The store keeps it and
+// enforces the claim and status preconditions of [WebhookStore]; what the
+// fields mean for delivery is host/webhook's business.
+type OutboxRow struct {
+	DeliveryID      string
+	TenantID        string
+	TriggeredFactID string // the webhook.triggered fact the row is inserted with
+	ConfigID        string
+	ConfigVersion   int64
+	CampaignID      string
+	// Endpoint groups deliveries by receiver (scheme://host:port) for the
+	// per-endpoint limit of a claim.
+	Endpoint    string
+	Status      string // OutboxPending, OutboxSent or OutboxDead
+	Attempt     int    // the attempt to make next (pending) or the last one made
+	MaxAttempts int
+	// TimeoutSeconds is the per-attempt timeout; leases are sized by it.
+	TimeoutSeconds int
+	// SigTimestamp is the signature timestamp (Unix seconds), fixed when
+	// the delivery is created and renewed only by a replay.
+	SigTimestamp int64
+	// Payload is the exact body that is signed and sent; stored as text so
+	// not a byte changes.
+	Payload []byte
+	// Message is a JSON object with the delivery's settings (URL, secret
+	// reference, timeout, retry and header settings of the pinned config
+	// version).
+	Message json.RawMessage
+	// NextAttemptAt (ms) is when a pending row becomes due.
+	NextAttemptAt int64
+	// ClaimedUntil (ms) is the end of the current lease; 0 when unclaimed.
+	ClaimedUntil int64
+	ClaimToken   string
+	// AttemptStartedAt (ms) is set when a claim starts an attempt and
+	// cleared by the change that records its outcome. A row claimed while
+	// it is still set holds an attempt that was cut short (see
+	// OutboxClaim.Interrupted).
+	AttemptStartedAt int64
+	FirstAttemptAt   int64 // ms; 0 before the first attempt
+	LastAttemptAt    int64 // ms; 0 before the first attempt
+	LastStatusCode   int
+	// DeadLetter is the dead-letter message while Status is dead.
+	DeadLetter   json.RawMessage
+	DLQMessageID string
+	DeadAt       int64 // ms; 0 unless dead
+	Replays      int   // manual replays so far
+	CreatedAt    int64
+	UpdatedAt    int64
+}
+
+// OutboxClaim is a row handed out by ClaimOutbox.
+type OutboxClaim struct {
+	OutboxRow
+	// Interrupted is the AttemptStartedAt the row had before this claim:
+	// non-zero means an earlier claim started attempt Row.Attempt and its
+	// lease ran out without an outcome (a crashed or stalled worker).
+	Interrupted int64
+}
+
+// ClaimRequest asks for due outbox rows.
+type ClaimRequest struct {
+	Now   int64  // ms
+	Token string // identifies this claim; later changes must present it
+	// Limit is the most rows returned.
+	Limit int
+	// PerEndpoint, when positive, is the most rows of one Endpoint
+	// returned.
+	PerEndpoint int
+	// SkipEndpoints are endpoints whose rows are not claimed (the caller
+	// has no capacity for them).
+	SkipEndpoints []string
+	// DueFrom, when non-zero, restricts the claim to rows with
+	// NextAttemptAt >= DueFrom: a hint that lets a busy queue's claims
+	// start past the rows finished since the last vacuum.
+	DueFrom int64
+	// LeaseFactorMS and LeaseMarginMS set each row's lease:
+	// ClaimedUntil = Now + LeaseFactorMS*timeout_seconds + LeaseMarginMS,
+	// where timeout_seconds is the row's TimeoutSeconds.
+	LeaseFactorMS int64
+	LeaseMarginMS int64
+}
+
+// OutboxChange changes one outbox row and appends facts in the same
+// transaction. The row is identified by Row.TenantID and Row.DeliveryID;
+// every mutable column takes the value in Row (Status, Attempt,
+// SigTimestamp, NextAttemptAt, ClaimedUntil, ClaimToken, AttemptStartedAt,
+// FirstAttemptAt, LastAttemptAt, LastStatusCode, DeadLetter, DLQMessageID,
+// DeadAt, Replays, UpdatedAt).
+type OutboxChange struct {
+	Row OutboxRow
+	// ClaimToken, when non-empty, must be the row's current claim token.
+	ClaimToken string
+	// FromStatus, when non-empty, must be the row's current status.
+	FromStatus string
+	// Facts are entity-less facts appended with the change (audit facts).
+	Facts []Fact
+	// Pause, when non-nil, pauses the config in the same transaction (a
+	// pause already in place is kept).
+	Pause *WebhookPause
+}
+
+// OutboxFilter selects outbox rows of one tenant, ordered by delivery id.
+type OutboxFilter struct {
+	TenantID string
+	Status   string // empty: any
+	ConfigID string // empty: any
+	AfterID  string
+	Limit    int
+}
+
+// WebhookPause stops deliveries of one config until it is resumed.
+type WebhookPause struct {
+	TenantID   string
+	ConfigID   string
+	DeliveryID string // the delivery whose answer paused it
+	Reason     string
+	PausedAt   int64
+}
+
+// WebhookSecret is an encrypted webhook signing secret.
+type WebhookSecret struct {
+	TenantID   string
+	Ref        string
+	Ciphertext []byte
+	KeyID      string // identifies the encryption key
+	CreatedAt  int64
+	ExpiresAt  *int64 // nil: does not expire
+}
+
+// OutboxDepths counts outbox rows by status across tenants.
+type OutboxDepths struct {
+	Pending int64
+	Dead    int64
+}
+
+// WebhookStore persists webhook deliveries (the outbox), pauses and
+// secrets. Rows are created by [FactStore.AppendFacts] through
+// Append.Outbox, in the transaction of their webhook.triggered fact.
+type WebhookStore interface {
+	// ClaimOutbox leases due rows: status pending, NextAttemptAt <= Now,
+	// no live lease (ClaimedUntil <= Now) and config not paused, oldest
+	// NextAttemptAt first. Each claimed row gets ClaimToken, the lease and
+	// AttemptStartedAt = Now. Concurrent claims (from any process) never
+	// return the same row while its lease lasts.
+	ClaimOutbox(ctx context.Context, req ClaimRequest) ([]OutboxClaim, error)
+	// ChangeOutbox applies the changes in order inside one transaction;
+	// each succeeds or fails on its own (ErrNotFound: no such row;
+	// ErrVersionConflict: a precondition failed), and a failed change
+	// writes nothing, neither the row nor its facts nor its pause. The
+	// returned error is non-nil only when the whole transaction failed.
+	ChangeOutbox(ctx context.Context, changes []OutboxChange) ([]error, error)
+	// GetOutbox returns one row or ErrNotFound.
+	GetOutbox(ctx context.Context, tenantID, deliveryID string) (*OutboxRow, error)
+	// ListOutbox returns rows matching f ordered by delivery id.
+	ListOutbox(ctx context.Context, f OutboxFilter) ([]OutboxRow, error)
+	// CountOutbox counts pending and dead rows of all tenants.
+	CountOutbox(ctx context.Context) (OutboxDepths, error)
+
+	// GetWebhookPause returns the pause of a config or ErrNotFound.
+	GetWebhookPause(ctx context.Context, tenantID, configID string) (*WebhookPause, error)
+	// ResumeWebhookConfig removes the pause; ErrNotFound when none.
+	ResumeWebhookConfig(ctx context.Context, tenantID, configID string) error
+
+	// CreateWebhookSecret inserts s; ErrAlreadyExists on a taken Ref.
+	CreateWebhookSecret(ctx context.Context, s *WebhookSecret) error
+	// GetWebhookSecret returns the secret (expired or not) or ErrNotFound.
+	GetWebhookSecret(ctx context.Context, tenantID, ref string) (*WebhookSecret, error)
+	// ExpireWebhookSecret sets ExpiresAt (keeping an earlier one), or
+	// ErrNotFound.
+	ExpireWebhookSecret(ctx context.Context, tenantID, ref string, at int64) error
 }

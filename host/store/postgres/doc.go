@@ -23,6 +23,14 @@
 //     connection that reconnects on failure, so a commit in any process
 //     wakes the subscribers of every process; commits made by this Store
 //     also wake its subscribers directly.
+//   - The webhook outbox rides on the same machinery: an Append's outbox row
+//     is inserted in AppendFacts' second round trip, so it commits with its
+//     webhook.triggered fact; ClaimOutbox leases due rows with FOR UPDATE
+//     SKIP LOCKED (concurrent claims from any process skip rows another
+//     holds, never wait for them); ChangeOutbox follows AppendFacts'
+//     pattern (lock the head and the rows, decide in Go, write in one more
+//     round trip), so an attempt's outcome and its audit fact commit
+//     together. Lock order is always head, then outbox rows.
 //   - Driver errors are mapped to the store's sentinel errors in one place,
 //     interpretError.
 package postgres

@@ -114,6 +114,11 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 		if err := errors.Join(checkJSON("data", f.Data), checkJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("postgres: append facts: item %d: %w", i, err)
 		}
+		if it.Outbox != nil {
+			if err := checkOutboxRow(it.Outbox); err != nil {
+				return nil, fmt.Errorf("postgres: append facts: item %d: outbox: %w", i, err)
+			}
+		}
 	}
 	if len(items) == 0 {
 		return []store.AppendResult{}, nil
@@ -127,8 +132,14 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 		}
 		var written int
 		results, written = decideAppends(items, head, entities, taken)
+		var outbox []*store.OutboxRow
+		for i, r := range results {
+			if r.Err == nil && items[i].Outbox != nil {
+				outbox = append(outbox, items[i].Outbox)
+			}
+		}
 		if written > 0 {
-			if err := appendWrites(ctx, tx, results, entities, head, written); err != nil {
+			if err := appendWrites(ctx, tx, results, entities, head, written, outbox); err != nil {
 				return err
 			}
 		}
@@ -253,8 +264,9 @@ func decideAppends(items []store.Append, head int64, entities map[entityKey]*ent
 
 // appendWrites is the second round trip: the writes decided by
 // decideAppends.
-func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, entities map[entityKey]*entityRow, head int64, written int) error {
+func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, entities map[entityKey]*entityRow, head int64, written int, outbox []*store.OutboxRow) error {
 	b := &pgx.Batch{}
+	queueOutboxInsert(b, outbox)
 
 	var (
 		eTenants, eIDs, eStates []string

@@ -38,6 +38,11 @@ func (s *Store) GetPluginVersion(ctx context.Context, name, sha256 string) (*sto
 func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
 	a := &store.ActivePlugin{Name: name, SHA256: sha256, UpdatedAt: now}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The row lock below cannot serialise the first activation of a
+		// plugin (there is no row yet), so take a per-name advisory lock.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('factline.plugin_active:' || $1, 0))`, name); err != nil {
+			return err
+		}
 		var one int
 		if err := tx.QueryRow(ctx, `SELECT 1 FROM plugin_versions WHERE name = $1 AND sha256 = $2`, name, sha256).Scan(&one); err != nil {
 			return interpretError(err)

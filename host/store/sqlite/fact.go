@@ -37,6 +37,11 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 		if err := errors.Join(checkJSON("data", it.Fact.Data), checkJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("sqlite: append facts: item %d: %w", i, err)
 		}
+		if it.Outbox != nil {
+			if err := checkOutboxRow(it.Outbox); err != nil {
+				return nil, fmt.Errorf("sqlite: append facts: item %d: outbox: %w", i, err)
+			}
+		}
 	}
 	results := make([]store.AppendResult, len(items))
 	written := 0
@@ -125,6 +130,11 @@ func writeItem(ctx context.Context, tx *sql.Tx, it store.Append, res *store.Appe
 			return fmt.Errorf("fact %s: %w", f.ID, store.ErrAlreadyExists), nil
 		}
 		return nil, err
+	}
+	if it.Outbox != nil {
+		if err := insertOutbox(ctx, tx, it.Outbox); err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
 	}
 	if len(f.Data) == 0 {
 		f.Data = []byte("{}")

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Factory) {
 		{"Idempotency", idempotencyTests},
 		{"Checkpoint", checkpointTests},
 		{"Plugin", pluginTests},
+		{"Webhook", webhookTests},
 		{"TenantIsolation", isolationTests},
 		{"Lifecycle", lifecycleTests},
 	}

@@ -1,0 +1,273 @@
+package projection
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestConcurrentEngines runs two engines, each with its own Redis client,
+// incrementally processing halves of a stream into one Redis at the same
+// time (with rollups sealing levels as their clocks advance), and compares
+// with one engine processing the whole stream alone.
+func TestConcurrentEngines(t *testing.T) {
+	t.Parallel()
+	for _, split := range []string{"disjoint halves", "both the whole stream"} {
+		for _, sv := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/v%d", split, sv), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				r := rand.New(rand.NewPCG(7, uint64(sv)))
+				n := 1200
+				if sv == 1 {
+					n = 300 // every format-1 write rewrites the blob
+				}
+				facts := deliver(r, genStream(r, n))
+				cfg := mustConfig(t, fmt.Sprintf(propertyConfigs[0].yaml, sv))
+				first := redisClient(t)
+				newState := func() *RedisState {
+					return NewRedisState(anotherClient(t, first)).WithPrefix("conc:")
+				}
+				var halves [2][]Fact
+				for i, f := range facts {
+					if split == "disjoint halves" {
+						halves[i%2] = append(halves[i%2], f)
+					} else {
+						halves[0], halves[1] = facts, facts
+					}
+				}
+				var wg sync.WaitGroup
+				errs := make([]error, 2)
+				for w := 0; w < 2; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						clk := newClock(time.UnixMilli(facts[0].Timestamp))
+						e := mustEngine(t, cfg, EngineOptions{State: newState(), Now: clk.Now})
+						rr := rand.New(rand.NewPCG(uint64(w), 1))
+						part := halves[w]
+						for i := 0; i < len(part); {
+							k := 1 + rr.IntN(40)
+							chunk := part[i:min(i+k, len(part))]
+							i += len(chunk)
+							clk.Set(time.UnixMilli(chunk[len(chunk)-1].Timestamp))
+							if _, err := e.ProcessIncrementalBatch(ctx, chunk, &ProcessOptions{ProjectionKey: "k"}); err != nil {
+								errs[w] = err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if errs[0] != nil || errs[1] != nil {
+					t.Fatal(errs)
+				}
+
+				// One engine alone, in another namespace.
+				clk := newClock(time.UnixMilli(facts[0].Timestamp))
+				alone := mustEngine(t, cfg, EngineOptions{State: newState().WithPrefix("alone:"), Now: clk.Now})
+				for i := 0; i < len(facts); i += 50 {
+					chunk := facts[i:min(i+50, len(facts))]
+					clk.Set(time.UnixMilli(chunk[len(chunk)-1].Timestamp))
+					if _, err := alone.ProcessIncrementalBatch(ctx, chunk, &ProcessOptions{ProjectionKey: "k"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				end := time.UnixMilli(facts[len(facts)-1].Timestamp).AddDate(0, 2, 0)
+				clk.Set(end)
+				shared := mustEngine(t, cfg, EngineOptions{State: newState(), Now: func() time.Time { return end }, Source: SliceSource(facts)})
+				for _, e := range []*Engine{alone, shared} {
+					if _, err := e.Rollup(ctx, "k", nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, q := range []QueryOptions{{}, {Aggregate: true}, {Aggregate: true, From: facts[0].Timestamp + 7*msHour}} {
+					a, err := alone.Query(ctx, "k", q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := shared.Query(ctx, "k", q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if js(a) != js(b) {
+						t.Fatalf("query %+v: two engines\n%s\none engine\n%s", q, js(b), js(a))
+					}
+				}
+				if v, err := shared.Verify(ctx, "k", QueryOptions{Aggregate: true}); err != nil || !v.Consistent {
+					t.Fatalf("verify: %v %v", err, v.Drift)
+				}
+			})
+		}
+	}
+}
+
+// TestSameBucketHammer has eight clients add facts to one bucket at once.
+func TestSameBucketHammer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	first := redisClient(t)
+	cfg := mustConfig(t, cfgYAML("hour", "", "  - {field: count, function: count}\n  - {field: data.n, function: sum}\n  - {field: data.n, function: max}\n"))
+	const workers, each = 8, 250
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := mustEngine(t, cfg, EngineOptions{State: NewRedisState(anotherClient(t, first))})
+			for i := 0; i < each; i++ {
+				f := fact(fmt.Sprintf("%d-%d", w, i), "deposit", ms("2024-06-01T10:00:00Z")+int64(i), map[string]any{"n": num(fmt.Sprintf("%d.001", w*each+i))})
+				if err := e.ProcessIncremental(ctx, f, &ProcessOptions{ProjectionKey: "h"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	e := mustEngine(t, cfg, EngineOptions{State: NewRedisState(first)})
+	r, err := e.Query(ctx, "h", QueryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sum of k + 0.001 for k in 0..1999 = 1999000 + 2
+	if got := js(r); got != `{"2024-06-01T10":{"count":2000,"n_max":1999.001,"n_sum":1999002}}` {
+		t.Fatalf("got %s", got)
+	}
+}
+
+// TestTenantsDoNotCollide checks prefixes keep projections apart.
+func TestTenantsDoNotCollide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := NewRedisState(redisClient(t))
+	cfg := mustConfig(t, cfgYAML("day", "", "  - {field: count, function: count}\n"))
+	a := mustEngine(t, cfg, EngineOptions{State: root.WithPrefix("factline:proj:tenant-a:p1:")})
+	b := mustEngine(t, cfg, EngineOptions{State: root.WithPrefix("factline:proj:tenant-b:p1:")})
+	f := fact("same-id", "deposit", 0, nil)
+	for _, e := range []*Engine{a, b} {
+		if err := e.ProcessIncremental(ctx, f, &ProcessOptions{ProjectionKey: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []*Engine{a, b} {
+		r, _ := e.Query(ctx, "k", QueryOptions{})
+		if js(r) != `{"1970-01-01":{"count":1}}` {
+			t.Fatalf("tenant result %s", js(r))
+		}
+	}
+	if err := a.opts.State.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := a.Query(ctx, "k", QueryOptions{}); js(r) != `{}` {
+		t.Fatalf("after delete: %s", js(r))
+	}
+	if r, _ := b.Query(ctx, "k", QueryOptions{}); js(r) != `{"1970-01-01":{"count":1}}` {
+		t.Fatalf("other tenant after delete: %s", js(r))
+	}
+}
+
+// TestScriptsReloaded checks recovery after Redis lost its scripts. It
+// flushes the scripts of the whole server, so it does not run in parallel
+// with the other tests of the package.
+func TestScriptsReloaded(t *testing.T) {
+	ctx := context.Background()
+	rdb := redisClient(t)
+	e := mustEngine(t, mustConfig(t, cfgYAML("day", "", "  - {field: count, function: count}\n")), EngineOptions{State: NewRedisState(rdb)})
+	for i := 0; i < 3; i++ {
+		if err := e.ProcessIncremental(ctx, fact(fmt.Sprint(i), "deposit", 0, nil), &ProcessOptions{ProjectionKey: "k"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Query(ctx, "k", QueryOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, _ := e.Query(ctx, "k", QueryOptions{}); js(r) != `{"1970-01-01":{"count":3}}` {
+		t.Fatalf("got %s", js(r))
+	}
+}
+
+// TestLargeQueryPaging reads thousands of buckets, which takes several
+// load calls, and compares with compute mode, plain and filtered.
+func TestLargeQueryPaging(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var facts []Fact
+	for i := 0; i < 3000; i++ {
+		facts = append(facts, fact(fmt.Sprint(i), "deposit", ms("2024-02-29T00:00:00Z")+int64(i)*20_000,
+			map[string]any{"country": []string{"US", "DE", "FR"}[i%3], "amount": num(fmt.Sprintf("%d.5", i)), "user": fmt.Sprint("u", i%50)}))
+	}
+	e := mustEngine(t, mustConfig(t, cfgYAML("minute", "[data.country]", allAggs)), EngineOptions{State: NewRedisState(redisClient(t)), Source: SliceSource(facts)})
+	if _, err := e.ProcessIncrementalBatch(ctx, facts, &ProcessOptions{ProjectionKey: "big"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []QueryOptions{{}, {Groups: map[string]string{"data.country": "DE"}}, {From: ms("2024-02-29T03:00:00Z")}} {
+		m, err := e.Query(ctx, "big", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Mode = ModeCompute
+		c, _ := e.Query(ctx, "big", q)
+		if js(m) != js(c) || len(m) < 500 {
+			t.Fatalf("query %+v: %d buckets, compute %d", q, len(m), len(c))
+		}
+	}
+}
+
+// TestSealRace applies a late fact between the moment a rollup reads a
+// level's children and the moment it seals them: the seal must notice and
+// read again, so that the sealed hour holds the late fact in every value.
+func TestSealRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := NewRedisState(redisClient(t))
+	clk := newClock(at("2024-05-01T10:30:00Z"))
+	facts := []Fact{
+		fact("1", "deposit", ms("2024-05-01T10:05:00Z"), map[string]any{"amount": num("1"), "user": "a"}),
+		fact("2", "deposit", ms("2024-05-01T10:06:00Z"), map[string]any{"amount": num("2"), "user": "b"}),
+	}
+	late := fact("3", "deposit", ms("2024-05-01T10:05:30Z"), map[string]any{"amount": num("4"), "user": "c"})
+	e := mustEngine(t, mustConfig(t, cfgYAML("minute", "", allAggs)+"rollup: {enabled: true}\n"),
+		EngineOptions{State: st, Now: clk.Now, Source: SliceSource(append(facts, late))})
+	if _, err := e.ProcessIncrementalBatch(ctx, facts, &ProcessOptions{ProjectionKey: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	st.root.beforeSeal = func() {
+		calls++
+		if calls == 1 {
+			// Another process's late fact; its clock has not reached
+			// the end of the hour, so it does not seal anything itself.
+			other := NewRedisState(st.rdb).WithPrefix(st.prefix)
+			early := newClock(at("2024-05-01T10:30:00Z"))
+			if err := mustEngine(t, e.cfg, EngineOptions{State: other, Now: early.Now}).ProcessIncremental(ctx, late, &ProcessOptions{ProjectionKey: "s"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	clk.Set(at("2024-05-01T11:00:00Z"))
+	if _, err := e.Rollup(ctx, "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	st.root.beforeSeal = nil
+	if calls < 2 {
+		t.Fatalf("the seal did not notice the late fact (%d reads)", calls)
+	}
+	if got := levelResult(t, e, st, "s", 1); got != `{"2024-05-01T10":{"count":3,"payment_amount_avg":null,"payment_amount_max":null,"payment_amount_min":null,"payment_amount_sum":0,"user_distinct":3}}` {
+		t.Fatalf("sealed hour: %s", got)
+	}
+	if v, err := e.Verify(ctx, "s", QueryOptions{Aggregate: true}); err != nil || !v.Consistent {
+		t.Fatalf("verify: %v %v", err, v.Drift)
+	}
+}

@@ -1,0 +1,106 @@
+package webhook
+
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/host/gateway"
+	"github.com/factline/factline/host/problem"
+)
+
+// Admin endpoints, all behind an admin API key and scoped to its tenant
+// (README.md documents each):
+//
+//	POST /v1/admin/webhooks/secrets                        create a signing secret (201, shown once)
+//	POST /v1/admin/webhooks/configs/:id/rotate-secret      rotate a config's secret (201, shown once)
+//	POST /v1/admin/webhooks/configs/:id/resume             resume a config paused by a 410 (200)
+//	GET  /v1/admin/webhooks/dead-letters                   list dead letters (200; config_id, limit, cursor)
+//	POST /v1/admin/webhooks/dead-letters/:delivery_id/replay  replay a dead delivery (200)
+//	GET  /v1/admin/webhooks/deliveries/:delivery_id        one delivery's state (200)
+const adminPrefix = "/v1/admin/webhooks"
+
+// Mount adds the admin endpoints to the gateway.
+func (s *Service) Mount(srv *gateway.Server) {
+	srv.Mount(fiber.MethodPost, adminPrefix+"/secrets", gateway.AdminKey, s.handleCreateSecret)
+	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/rotate-secret", gateway.AdminKey, s.handleRotate)
+	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/resume", gateway.AdminKey, s.handleResume)
+	srv.Mount(fiber.MethodGet, adminPrefix+"/dead-letters", gateway.AdminKey, s.handleDeadLetters)
+	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/:delivery_id/replay", gateway.AdminKey, s.handleReplay)
+	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries/:delivery_id", gateway.AdminKey, s.handleDelivery)
+}
+
+// param copies a path parameter (fiber reuses request memory).
+func param(c *fiber.Ctx, name string) string { return strings.Clone(c.Params(name)) }
+
+func (s *Service) handleCreateSecret(c *fiber.Ctx) error {
+	v, err := s.CreateSecret(gateway.Context(c), gateway.Tenant(c))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return gateway.Respond(c, fiber.StatusCreated, v)
+}
+
+func (s *Service) handleRotate(c *fiber.Ctx) error {
+	v, err := s.RotateSecret(gateway.Context(c), gateway.Tenant(c), param(c, "id"))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return gateway.Respond(c, fiber.StatusCreated, v)
+}
+
+func (s *Service) handleResume(c *fiber.Ctx) error {
+	id := param(c, "id")
+	if err := s.Resume(gateway.Context(c), gateway.Tenant(c), id); err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, fiber.Map{"config_id": id, "paused": false})
+}
+
+func (s *Service) handleDeadLetters(c *fiber.Ctx) error {
+	limit := 0
+	if l := c.Query("limit"); l != "" {
+		n, err := parseLimit(l)
+		if err != nil {
+			return err
+		}
+		limit = n
+	}
+	page, err := s.DeadLetters(gateway.Context(c), gateway.Tenant(c), strings.Clone(c.Query("config_id")), strings.Clone(c.Query("cursor")), limit)
+	if err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, page)
+}
+
+func parseLimit(s string) (int, error) {
+	n := 0
+	for _, ch := range s {
+		if ch < '0' || ch > '9' || n > 1_000_000 {
+			return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeType, Message: "limit must be a positive integer"}})
+		}
+		n = n*10 + int(ch-'0')
+	}
+	if n == 0 {
+		return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeRange, Message: "limit must be a positive integer"}})
+	}
+	return n, nil
+}
+
+func (s *Service) handleReplay(c *fiber.Ctx) error {
+	v, err := s.Replay(gateway.Context(c), gateway.Tenant(c), param(c, "delivery_id"))
+	if err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, v)
+}
+
+func (s *Service) handleDelivery(c *fiber.Ctx) error {
+	v, err := s.Delivery(gateway.Context(c), gateway.Tenant(c), param(c, "delivery_id"))
+	if err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, v)
+}

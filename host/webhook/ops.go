@@ -1,0 +1,285 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/factline/factline/host/platform"
+	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
+)
+
+// Operator actions: secrets, replay, resume, listings. Each returns
+// *problem.Error for what the caller got wrong, so the HTTP endpoints and
+// the CLI report the same messages.
+
+// SecretView is a newly created secret. Secret is shown only in this
+// response.
+type SecretView struct {
+	SecretRef string `json:"secret_ref"`
+	Secret    string `json:"secret"`
+	CreatedAt int64  `json:"created_at"`
+}
+
+// CreateSecret stores a new signing secret for the tenant.
+func (s *Service) CreateSecret(ctx context.Context, tenant string) (*SecretView, error) {
+	ref, value, at, err := s.secrets.create(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: create secret: %w", err)
+	}
+	return &SecretView{SecretRef: ref, Secret: value, CreatedAt: at}, nil
+}
+
+// RotationView is the outcome of a secret rotation.
+type RotationView struct {
+	SecretRef string `json:"secret_ref"`
+	// Secret is shown only in this response.
+	Secret                  string              `json:"secret"`
+	PreviousSecretRef       string              `json:"previous_secret_ref"`
+	PreviousSecretExpiresAt int64               `json:"previous_secret_expires_at"`
+	Config                  platform.ConfigView `json:"config"`
+}
+
+// RotateSecret generates a new secret under a new reference, writes a new
+// version of the config that references it, and lets the old secret
+// expire in 7 days. Deliveries pinned to older versions keep signing with
+// the old secret until then.
+func (s *Service) RotateSecret(ctx context.Context, tenant, configID string) (*RotationView, error) {
+	if s.platform == nil {
+		return nil, errors.New("webhook: rotate secret: no platform service (call RegisterConfigType)")
+	}
+	cur, err := s.webhookConfig(ctx, tenant, configID)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status != store.ConfigActive {
+		return nil, problem.Newf(problem.Conflict, "Config %s is archived", configID)
+	}
+	dec := json.NewDecoder(bytes.NewReader(cur.Settings))
+	dec.UseNumber()
+	var settings map[string]any
+	if err := dec.Decode(&settings); err != nil {
+		return nil, fmt.Errorf("webhook: rotate secret: stored settings: %w", err)
+	}
+	oldRef, _ := settings["secret_ref"].(string)
+	ref, value, _, err := s.secrets.create(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: rotate secret: %w", err)
+	}
+	settings["secret_ref"] = ref
+	next, err := s.platform.UpdateConfig(ctx, tenant, configID, platform.ConfigInput{Settings: settings, ExpectedVersion: cur.Version})
+	if err != nil {
+		return nil, err
+	}
+	expires := s.clock.Now().Add(SecretLifetimeAfterRotation).UnixMilli()
+	if oldRef != "" && oldRef != ref {
+		if err := s.secrets.expire(ctx, tenant, oldRef, expires); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("webhook: rotate secret: expire the old secret: %w", err)
+		}
+	}
+	return &RotationView{SecretRef: ref, Secret: value, PreviousSecretRef: oldRef, PreviousSecretExpiresAt: expires,
+		Config: platform.NewConfigView(next)}, nil
+}
+
+// webhookConfig returns the current version of a webhook config or a
+// not-found problem.
+func (s *Service) webhookConfig(ctx context.Context, tenant, configID string) (*store.Config, error) {
+	c, err := s.st.GetConfig(ctx, tenant, configID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && c.Type != ConfigType) {
+		return nil, problem.Newf(problem.NotFound, "Webhook config %s not found", configID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook: get config: %w", err)
+	}
+	return c, nil
+}
+
+// ReplayView is the outcome of a replay.
+type ReplayView struct {
+	DeliveryID   string `json:"delivery_id"`
+	Status       string `json:"status"`
+	Attempt      int    `json:"attempt"`
+	Timestamp    int64  `json:"timestamp"` // the new signature timestamp (Unix seconds)
+	DLQMessageID string `json:"dlq_message_id"`
+	ReplayFactID string `json:"replay_fact_id"`
+	// Paused is true when the config is paused: the delivery waits until
+	// it is resumed.
+	Paused bool `json:"paused"`
+}
+
+// replayData is the data of a lifecycle.webhook_replayed fact.
+type replayData struct {
+	DeliveryID   string `json:"delivery_id"`
+	DLQMessageID string `json:"dlq_message_id"`
+	Reason       string `json:"reason"`
+}
+
+// Replay puts a dead delivery back in the queue: attempt 1, a new
+// signature timestamp, due now, and a lifecycle.webhook_replayed fact, in
+// one transaction.
+func (s *Service) Replay(ctx context.Context, tenant, deliveryID string) (*ReplayView, error) {
+	v, err := replay(ctx, s.st, s.clock.Now(), tenant, deliveryID)
+	if err == nil {
+		notify(s.dl.kick)
+	}
+	return v, err
+}
+
+func replay(ctx context.Context, st store.Store, now time.Time, tenant, deliveryID string) (*ReplayView, error) {
+	row, err := st.GetOutbox(ctx, tenant, deliveryID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, problem.Newf(problem.NotFound, "Delivery %s not found", deliveryID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook: replay: %w", err)
+	}
+	if row.Status != store.OutboxDead {
+		return nil, problem.Newf(problem.Conflict, "Delivery %s is %s; only dead deliveries can be replayed", deliveryID, row.Status)
+	}
+	ms := now.UnixMilli()
+	dlqID := row.DLQMessageID
+	data, _ := json.Marshal(replayData{DeliveryID: deliveryID, DLQMessageID: dlqID, Reason: "manual_replay"})
+	fact := store.Fact{ID: newFactID(now), TenantID: tenant, Type: "lifecycle", Subtype: "webhook_replayed",
+		SourceID: row.TriggeredFactID, Timestamp: ms, Data: data, CreatedAt: ms}
+	next := *row
+	next.Status, next.Attempt, next.SigTimestamp, next.NextAttemptAt = store.OutboxPending, 1, now.Unix(), ms
+	next.ClaimedUntil, next.ClaimToken, next.AttemptStartedAt = 0, "", 0
+	next.FirstAttemptAt, next.LastAttemptAt, next.LastStatusCode = 0, 0, 0
+	next.DeadLetter, next.DLQMessageID, next.DeadAt = nil, "", 0
+	next.Replays++
+	next.UpdatedAt = ms
+	errs, err := st.ChangeOutbox(ctx, []store.OutboxChange{{Row: next, FromStatus: store.OutboxDead, Facts: []store.Fact{fact}}})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: replay: %w", err)
+	}
+	if errors.Is(errs[0], store.ErrVersionConflict) {
+		return nil, problem.Newf(problem.Conflict, "Delivery %s was changed concurrently (replayed already?)", deliveryID)
+	}
+	if errs[0] != nil {
+		return nil, fmt.Errorf("webhook: replay: %w", errs[0])
+	}
+	v := &ReplayView{DeliveryID: deliveryID, Status: next.Status, Attempt: 1, Timestamp: next.SigTimestamp,
+		DLQMessageID: dlqID, ReplayFactID: fact.ID}
+	if _, err := st.GetWebhookPause(ctx, tenant, row.ConfigID); err == nil {
+		v.Paused = true
+	}
+	return v, nil
+}
+
+// Resume lifts the pause a 410 Gone put on a config; its pending
+// deliveries go out again.
+func (s *Service) Resume(ctx context.Context, tenant, configID string) error {
+	if _, err := s.webhookConfig(ctx, tenant, configID); err != nil {
+		return err
+	}
+	err := s.st.ResumeWebhookConfig(ctx, tenant, configID)
+	if errors.Is(err, store.ErrNotFound) {
+		return problem.Newf(problem.Conflict, "Webhook config %s is not paused", configID)
+	}
+	if err != nil {
+		return fmt.Errorf("webhook: resume: %w", err)
+	}
+	notify(s.dl.kick)
+	return nil
+}
+
+// DeadLetterItem is one entry of the dead-letter listing: the contract's
+// dead-letter message and its id.
+type DeadLetterItem struct {
+	DLQMessageID string `json:"dlq_message_id"`
+	DeadLetter
+}
+
+// DeadLetterPage is one page of dead letters, in delivery id order.
+type DeadLetterPage struct {
+	Items   []DeadLetterItem `json:"items"`
+	Cursor  string           `json:"cursor,omitempty"`
+	HasMore bool             `json:"hasMore"`
+}
+
+// DeadLetters lists the tenant's dead deliveries, optionally of one config.
+func (s *Service) DeadLetters(ctx context.Context, tenant, configID, cursor string, limit int) (*DeadLetterPage, error) {
+	return deadLetters(ctx, s.st, tenant, configID, cursor, limit)
+}
+
+func deadLetters(ctx context.Context, st store.Store, tenant, configID, cursor string, limit int) (*DeadLetterPage, error) {
+	limit, err := platform.PageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := platform.DecodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.ListOutbox(ctx, store.OutboxFilter{TenantID: tenant, Status: store.OutboxDead, ConfigID: configID, AfterID: after, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: dead letters: %w", err)
+	}
+	page := &DeadLetterPage{Items: []DeadLetterItem{}}
+	if len(rows) > limit {
+		rows, page.HasMore = rows[:limit], true
+		page.Cursor = platform.EncodeCursor(rows[limit-1].DeliveryID)
+	}
+	for _, r := range rows {
+		it := DeadLetterItem{DLQMessageID: r.DLQMessageID}
+		if err := json.Unmarshal(r.DeadLetter, &it.DeadLetter); err != nil {
+			return nil, fmt.Errorf("webhook: dead letter %s: %w", r.DeliveryID, err)
+		}
+		page.Items = append(page.Items, it)
+	}
+	return page, nil
+}
+
+// DeliveryView shows one delivery's state.
+type DeliveryView struct {
+	DeliveryID      string          `json:"delivery_id"`
+	TenantID        string          `json:"tenant_id"`
+	TriggeredFactID string          `json:"triggered_fact_id"`
+	ConfigID        string          `json:"webhook_config_id"`
+	ConfigVersion   int64           `json:"webhook_config_version"`
+	CampaignID      string          `json:"campaign_id,omitempty"`
+	URL             string          `json:"url"`
+	Status          string          `json:"status"`
+	Attempt         int             `json:"attempt"`
+	MaxAttempts     int             `json:"max_attempts"`
+	Timestamp       int64           `json:"timestamp"`
+	NextRetryAt     *int64          `json:"next_retry_at,omitempty"`
+	FirstAttemptAt  int64           `json:"first_attempt_at,omitempty"`
+	LastAttemptAt   int64           `json:"last_attempt_at,omitempty"`
+	LastStatusCode  int             `json:"last_status_code,omitempty"`
+	DLQMessageID    string          `json:"dlq_message_id,omitempty"`
+	DeadLetter      json.RawMessage `json:"dead_letter,omitempty"`
+	Replays         int             `json:"replays"`
+	Paused          bool            `json:"paused"`
+	CreatedAt       int64           `json:"created_at"`
+	UpdatedAt       int64           `json:"updated_at"`
+}
+
+// Delivery returns one delivery's state.
+func (s *Service) Delivery(ctx context.Context, tenant, deliveryID string) (*DeliveryView, error) {
+	r, err := s.st.GetOutbox(ctx, tenant, deliveryID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, problem.Newf(problem.NotFound, "Delivery %s not found", deliveryID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook: delivery: %w", err)
+	}
+	var msg deliveryMessage
+	_ = json.Unmarshal(r.Message, &msg)
+	v := &DeliveryView{DeliveryID: r.DeliveryID, TenantID: r.TenantID, TriggeredFactID: r.TriggeredFactID, ConfigID: r.ConfigID,
+		ConfigVersion: r.ConfigVersion, CampaignID: r.CampaignID, URL: msg.URL, Status: r.Status, Attempt: r.Attempt,
+		MaxAttempts: r.MaxAttempts, Timestamp: r.SigTimestamp, FirstAttemptAt: r.FirstAttemptAt, LastAttemptAt: r.LastAttemptAt,
+		LastStatusCode: r.LastStatusCode, DLQMessageID: r.DLQMessageID, DeadLetter: r.DeadLetter, Replays: r.Replays,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.Status == store.OutboxPending {
+		v.NextRetryAt = &r.NextAttemptAt
+	}
+	if _, err := s.st.GetWebhookPause(ctx, tenant, r.ConfigID); err == nil {
+		v.Paused = true
+	}
+	return v, nil
+}
