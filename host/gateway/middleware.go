@@ -110,13 +110,15 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 	}
 
 	status := c.Response().StatusCode()
-	route := routeLabel(c)
+	// fasthttp reuses these buffers: label values must be copies.
+	route := strings.Clone(routeLabel(c))
+	method := strings.Clone(c.Method())
 	elapsed := time.Since(start)
-	s.metrics.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
-	s.metrics.latency.WithLabelValues(c.Method(), route).Observe(elapsed.Seconds())
+	s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	s.metrics.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
 	attrs := []slog.Attr{
 		slog.String("request_id", rid),
-		slog.String("method", c.Method()),
+		slog.String("method", method),
 		slog.String("route", route),
 		slog.String("path", c.Path()),
 		slog.Int("status", status),
