@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/factline/factline/host/webhook"
 )
 
 // exitUsage is the exit code of a command-line mistake.
@@ -35,6 +37,7 @@ var commands = []command{
 	{"openapi", "print the OpenAPI 3.0 description of a gateway manifest", runOpenAPI},
 	{"plugin", "check a plugin module against the plugin ABI (plugin test FILE.wasm)", runPlugin},
 	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
+	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", webhook.RunCLI},
 	{"version", "print the version", runVersion},
 }
 

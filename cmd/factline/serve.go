@@ -38,6 +38,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	watch := fs.Bool("watch", false, "reload the gateway manifest when its file changes (SIGHUP always reloads)")
 	failOpen := fs.Bool("ratelimit-fail-open", true, "when Redis is unreachable, let rate-limited requests through (false: answer 503)")
 	pluginsDir := fs.String("plugins-dir", "", "directory of plugin modules (*.wasm) to load and watch; plugins built into the binary load anyway")
+	secretKey := fs.String("secret-key", "", "32-byte key (base64 or hex) encrypting webhook secrets at rest; empty: a key file in --data-dir")
+	allowNets := fs.String("webhook-allow-networks", "", "non-public address ranges webhooks may reach, for example 10.0.0.0/8 (empty: public only)")
 	pluginCache := fs.String("plugin-cache-dir", "", "where compiled plugins are cached across restarts (default: the user cache dir)")
 	operator := fs.String("operator-tenant", "operator", "tenant whose admin keys may install and roll back plugins")
 	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "deadline of one plugin call")
@@ -59,6 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := app.New(ctx, app.Config{
 		Addr: *addr, DatabaseURL: sf.databaseURL, RedisURL: *redisURL, DataDir: sf.dataDir,
 		Domain: *domain, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
+		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
 		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
 	})

@@ -31,6 +31,7 @@ import (
 	"github.com/factline/factline/host/stream"
 	"github.com/factline/factline/host/subscription"
 	"github.com/factline/factline/host/wasm"
+	"github.com/factline/factline/host/webhook"
 	factlineplugins "github.com/factline/factline/plugins"
 )
 
@@ -67,8 +68,14 @@ type Config struct {
 	BuiltinPlugins map[string][]byte
 	// OperatorTenant's admin keys manage plugins (default "operator").
 	OperatorTenant string
-	DocsURL        string
-	BodyLimit      int
+	// SecretKey encrypts webhook signing secrets at rest (32 bytes, base64
+	// or hex); empty: a key file created in DataDir.
+	SecretKey string
+	// WebhookAllowNetworks lists non-public address ranges webhooks may
+	// reach (for example "10.0.0.0/8"); empty: public addresses only.
+	WebhookAllowNetworks string
+	DocsURL              string
+	BodyLimit            int
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -136,6 +143,7 @@ type App struct {
 	Stream        *stream.Metrics
 	Plugins       *plugins.Manager
 	Subscriptions *subscription.Runner
+	Webhooks      *webhook.Service
 }
 
 // New opens the store and builds every part; it does not listen yet.
@@ -195,6 +203,19 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.Platform.Close)
+	allow, err := webhook.ParseAllowList(cfg.WebhookAllowNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("webhook allow list: %w", err)
+	}
+	a.Webhooks, err = webhook.New(webhook.Options{Store: st, Platform: a.Platform, Logger: cfg.Logger,
+		SecretKey: cfg.SecretKey, DataDir: cfg.DataDir, AllowNetworks: allow, StreamMetrics: a.Stream})
+	if err != nil {
+		return nil, err
+	}
+	a.Webhooks.RegisterConfigType(a.Platform)
+	if err := a.Webhooks.Register(a.Registry); err != nil {
+		return nil, err
+	}
 	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version}, gateway.Deps{
 		Platform: a.Platform,
 		Auth:     auth.NewAuthenticator(st),
@@ -208,6 +229,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.Plugins.Mount(a.Server, a.Platform, cfg.OperatorTenant)
+	a.Webhooks.Mount(a.Server)
 	a.Subscriptions, err = subscription.New(subscription.Options{
 		Platform: a.Platform, Store: st, Handlers: a.Plugins, Subscriptions: domain.Subscriptions,
 		Logger: cfg.Logger, Metrics: a.Stream, Registerer: a.Registry,
@@ -321,6 +343,13 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	go a.Server.PurgeLoop(bg, 10*time.Minute)
 	a.Subscriptions.Start(bg)
+	if err := a.Webhooks.Start(bg); err != nil {
+		stopBG()
+		a.Subscriptions.Stop()
+		ln.Close()
+		a.Close()
+		return fmt.Errorf("start webhooks: %w", err)
+	}
 	if a.cfg.Manifest != "" {
 		go a.watchManifest(bg)
 	}
@@ -334,6 +363,11 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		err = a.Server.Shutdown(a.cfg.ShutdownTimeout)
 		<-served
 	}
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	if werr := a.Webhooks.Stop(sctx); werr != nil {
+		a.cfg.Logger.Warn("stop webhooks", "err", werr)
+	}
+	cancel()
 	stopBG()
 	a.Subscriptions.Stop()
 	a.Close()
