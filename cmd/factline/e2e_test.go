@@ -241,7 +241,8 @@ func TestRestartKeepsData(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			var storeArgs []string
 			if backend == "postgres" {
-				storeArgs = []string{"--database-url", testutil.Postgres(t)}
+				// Local state (the webhook key file) goes to a temp dir too.
+				storeArgs = []string{"--database-url", testutil.Postgres(t), "--data-dir", t.TempDir()}
 			} else {
 				storeArgs = []string{"--data-dir", t.TempDir()}
 			}

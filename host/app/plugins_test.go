@@ -74,6 +74,7 @@ func startLive(t *testing.T, backend, location string, tweaks ...func(*app.Confi
 	}
 	if backend == "postgres" {
 		cfg.DatabaseURL = location
+		cfg.DataDir = t.TempDir() // local state (the webhook key file) stays out of the tree
 	} else {
 		cfg.DataDir = location
 	}
