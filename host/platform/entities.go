@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/problem"
@@ -285,8 +286,13 @@ func DecodeCursor(c string) (string, error) {
 	if c == "" {
 		return "", nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) < 2 || string(b[:2]) != "k:" {
+	// Strict, and only the URL-safe alphabet (the decoder would skip
+	// newlines): one cursor has one spelling.
+	if strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
+	if err != nil || len(b) < 3 || string(b[:2]) != "k:" {
 		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
 	}
 	return string(b[2:]), nil
