@@ -109,25 +109,52 @@ func TestFactAppends(t *testing.T) {
 	pick := func(worker, iter int) int { return (iter*p.Clients + worker) % manyEntities }
 
 	rep := &appendReport{Env: env, Params: p}
+	// run runs one scenario. When other processes disturbed its measured
+	// window (see noisyCores) it is run again, up to p.Retries times and
+	// while the test's deadline allows; the least disturbed attempt is
+	// reported. Every attempt's appends stay in the database, so AllOK
+	// counts them all for the ledger checks.
+	deadline, hasDeadline := t.Deadline()
+	attemptCost := p.QuietWait + p.Warmup + p.Duration + time.Minute
 	run := func(name string, op opFunc, app, profile string) *loadResult {
-		t.Logf("running %s (%d clients, %v warm-up, %v measured)", name, p.Clients, p.Warmup, p.Duration)
-		busy, waited := -1.0, time.Duration(0)
-		if p.QuietWait > 0 {
-			busy, waited = waitQuiet(ctx, p.QuietWait)
-			if busy >= 0.10 {
-				t.Logf("%s: the machine is still %.0f%% busy after waiting %v; starting anyway", name, 100*busy, waited.Round(time.Second))
+		var (
+			best           *loadResult
+			allOK, allErrs int64
+			attempt        int
+		)
+		for attempt = 1; ; attempt++ {
+			t.Logf("running %s (%d clients, %v warm-up, %v measured), attempt %d", name, p.Clients, p.Warmup, p.Duration, attempt)
+			busy, waited := -1.0, time.Duration(0)
+			if p.QuietWait > 0 {
+				busy, waited = waitQuiet(ctx, p.QuietWait)
+				if busy >= 0.10 {
+					t.Logf("%s: the machine is still %.0f%% busy after waiting %v; starting anyway", name, 100*busy, waited.Round(time.Second))
+				}
 			}
+			r, err := runLoad(ctx, name, p, op, mon, app, profile)
+			r.QuietBusy, r.QuietWaited, r.Attempt = busy, waited, attempt
+			allOK += r.OK
+			allErrs += r.Errors
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			if r.Errors > 0 {
+				t.Errorf("%s: %d operations failed; first: %q", name, r.Errors, r.FirstErrs)
+			}
+			other := r.Server.otherCores()
+			t.Logf("%s: %.0f facts/s, p50 %v, p99 %v, %d ok, %d errors; other processes used %.2f cores",
+				name, r.Rate(), r.Pct(0.50), r.Pct(0.99), r.OK, r.Errors, other)
+			if best == nil || other < best.Server.otherCores() {
+				best = r
+			}
+			if other <= noisyCores || err != nil || r.Errors > 0 || attempt > p.Retries ||
+				(hasDeadline && time.Until(deadline) < attemptCost+2*time.Minute) {
+				break
+			}
+			t.Logf("%s: other processes disturbed the window; running it again", name)
 		}
-		r, err := runLoad(ctx, name, p, op, mon, app, profile)
-		r.QuietBusy, r.QuietWaited = busy, waited
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-		if r.Errors > 0 {
-			t.Errorf("%s: %d operations failed; first: %q", name, r.Errors, r.FirstErrs)
-		}
-		t.Logf("%s: %.0f facts/s, p50 %v, p99 %v, %d ok, %d errors", name, r.Rate(), r.Pct(0.50), r.Pct(0.99), r.OK, r.Errors)
-		return r
+		best.Attempts, best.AllOK, best.AllErrors = attempt, allOK, allErrs
+		return best
 	}
 
 	// (a) many entities: the baseline first, then the product, so both see
@@ -152,8 +179,8 @@ func TestFactAppends(t *testing.T) {
 
 	// Every run has ended and every request in flight was awaited: the
 	// ledgers must now hold exactly what the clients were told.
-	rep.ProductCheck = verifyLedgers(ctx, prod.pool, hotEntity, rep.HotHTTP.OK, rep.ManyHTTP.OK+rep.HotHTTP.OK)
-	rep.BaselineCheck = verifyLedgers(ctx, base.pool, hotEntity, rep.HotBase.OK, rep.ManyBase.OK+rep.HotBase.OK)
+	rep.ProductCheck = verifyLedgers(ctx, prod.pool, hotEntity, rep.HotHTTP.AllOK, rep.ManyHTTP.AllOK+rep.HotHTTP.AllOK)
+	rep.BaselineCheck = verifyLedgers(ctx, base.pool, hotEntity, rep.HotBase.AllOK, rep.ManyBase.AllOK+rep.HotBase.AllOK)
 	for _, c := range []struct {
 		name string
 		v    *ledgerCheck

@@ -18,9 +18,13 @@ type gwRun struct {
 	Cmd  string // the wrk command line, key redacted
 	W    *wrkResult
 	CPU  gwCPU
-	// IdleBusy is how many cores other work kept busy during the second
-	// before the run, while the servers idled (-1 unknown).
-	IdleBusy float64
+	// IdleBusy is how many cores other work kept busy over the two
+	// seconds before the run, while the servers idled (-1 unknown), and
+	// QuietWaited how long the run waited for the machine to settle.
+	IdleBusy    float64
+	QuietWaited time.Duration
+	// Attempts counts the runs made (disturbed runs are repeated).
+	Attempts int
 }
 
 // gwReport is the outcome of TestGatewayThroughput.
@@ -141,13 +145,13 @@ func (r *gwReport) markdown() string {
 	w("\n")
 
 	w("Where the CPU went during each measured run (from /proc):\n\n")
-	w("| Run | server process | PostgreSQL | Redis | wrk | other | machine busy | busy in the idle second before |\n")
-	w("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| Run | server process | PostgreSQL | Redis | wrk | other | machine busy | busy just before | runs |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	cpu := func(name string, x *gwRun) {
 		c := x.CPU
 		secs := c.Wall.Seconds()
 		if secs <= 0 {
-			w("| %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a |\n", name)
+			w("| %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | %d |\n", name, x.Attempts)
 			return
 		}
 		cores := func(d time.Duration) string {
@@ -155,13 +159,6 @@ func (r *gwReport) markdown() string {
 				return "n/a"
 			}
 			return fmt.Sprintf("%.2f cores", d.Seconds()/secs)
-		}
-		other := c.HostBusy - c.Server - c.Wrk
-		if c.PG > 0 {
-			other -= c.PG
-		}
-		if c.Redis > 0 {
-			other -= c.Redis
 		}
 		busy := 0.0
 		if c.HostAll > 0 {
@@ -171,27 +168,28 @@ func (r *gwReport) markdown() string {
 		if x.IdleBusy >= 0 {
 			idle = fmt.Sprintf("%.2f cores", x.IdleBusy)
 		}
-		w("| %s | %s | %s | %s | %s | %s | %.0f%% of %d cores | %s |\n", name, cores(c.Server), cores(c.PG), cores(c.Redis),
-			cores(c.Wrk), cores(max(0, other)), busy, e.Cores, idle)
+		w("| %s | %s | %s | %s | %s | %s | %.0f%% of %d cores | %s | %d |\n", name, cores(c.Server), cores(c.PG), cores(c.Redis),
+			cores(c.Wrk), fmt.Sprintf("%.2f cores", c.OtherCores()), busy, e.Cores, idle, x.Attempts)
 	}
 	cpu("bare fiber handler", r.Bare)
 	cpu("Factline", r.Product)
 	w("\n")
-	w("\"server process\" is the Go test process for the bare handler and the `factline serve` process for Factline; " +
-		"\"PostgreSQL\" is the postmaster and its children; \"other\" is the rest of the machine's busy time (kernel " +
-		"threads, softirq work for loopback, anything else running). The last column is the machine's load in the " +
-		"second before the warm-up, with every server idle: other work running on the machine.\n\n")
+	w("\"server process\" is the Go test process for the bare handler and the `factline serve` process for Factline; "+
+		"\"PostgreSQL\" is the postmaster and its children; \"other\" is the rest of the machine's busy time (kernel "+
+		"threads, loopback interrupt work that belongs to no process, anything else running). \"busy just before\" "+
+		"is the machine's load over the 2 s before the warm-up, with every server idle; each run first waits up to "+
+		"%s for it to drop below 10%%. A run during which other processes used more than %.2f cores is repeated, "+
+		"%d times at most, and the least disturbed one is kept (\"runs\").\n\n", p.QuietWait, gwNoisyCores, p.Retries)
 	var noisy []string
 	for _, x := range []*gwRun{r.Bare, r.Product} {
-		if x.IdleBusy > gwNoisyCores {
-			noisy = append(noisy, fmt.Sprintf("%s (%.2f cores)", x.Name, x.IdleBusy))
+		if x.CPU.OtherCores() > gwNoisyCores {
+			noisy = append(noisy, fmt.Sprintf("%s (%.2f cores)", x.Name, x.CPU.OtherCores()))
 		}
 	}
 	if len(noisy) > 0 {
-		w("**Caution:** other work kept more than %.2f cores busy just before %s; the machine was not quiet and "+
+		w("**Caution:** other processes used more than %.2f cores during %s; the machine was not quiet and "+
 			"those figures understate what it can do.\n\n", gwNoisyCores, strings.Join(noisy, ", "))
 	}
-
 	if len(r.Failures) > 0 {
 		w("Targets missed:\n\n")
 		for _, f := range r.Failures {

@@ -111,10 +111,11 @@ func TestGatewayThroughput(t *testing.T) {
 
 	mon := newMonitor(ctx, openPool(t, dbURL, 1, "factline-bench-gateway-monitor"))
 	redisPID := findRedisPID(redisURL)
-	measure := func(name, target string, headers []string, serverPID int) *gwRun {
+	measureOnce := func(name, target string, headers []string, serverPID int) *gwRun {
 		a := wrkArgs{Threads: rep.Threads, Conns: p.Clients, Duration: p.Warmup, Timeout: 5 * time.Second, Headers: headers, URL: target}
-		// How busy the machine is with other work while ours idles.
-		quiet := idleLoad(ctx, time.Second)
+		// Wait for other work on the machine to settle; what remains is
+		// reported.
+		busy, waited := waitQuiet(ctx, p.QuietWait)
 		if p.Warmup > 0 {
 			t.Logf("%s: warm-up, wrk %s", name, strings.Join(redactKey(a.command(), key), " "))
 			if _, err := runWrk(ctx, wrkBin, a); err != nil {
@@ -129,12 +130,31 @@ func TestGatewayThroughput(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		r := &gwRun{Name: name, Cmd: "wrk " + strings.Join(redactKey(a.command(), key), " "), W: w, CPU: after.sub(before)}
+		r := &gwRun{Name: name, Cmd: "wrk " + strings.Join(redactKey(a.command(), key), " "), W: w, CPU: after.sub(before),
+			IdleBusy: -1, QuietWaited: waited}
 		r.CPU.Wrk = w.CPU
-		r.IdleBusy = quiet
-		t.Logf("%s: %.0f requests/s, p50 %v, p99 %v, %d requests, non-2xx %d, socket errors %d",
-			name, w.RPS, w.P50, w.P99, w.Requests, w.Non2xx, w.SocketErrors())
+		if busy >= 0 {
+			r.IdleBusy = busy * float64(env.Cores)
+		}
+		t.Logf("%s: %.0f requests/s, p50 %v, p99 %v, %d requests, non-2xx %d, socket errors %d; other processes %.2f cores",
+			name, w.RPS, w.P50, w.P99, w.Requests, w.Non2xx, w.SocketErrors(), r.CPU.OtherCores())
 		return r
+	}
+	// measure repeats a run that other processes disturbed (p.Retries
+	// times at most) and keeps the least disturbed one.
+	measure := func(name, target string, headers []string, serverPID int) *gwRun {
+		var best *gwRun
+		for attempt := 1; ; attempt++ {
+			r := measureOnce(name, target, headers, serverPID)
+			if best == nil || r.CPU.OtherCores() < best.CPU.OtherCores() {
+				best = r
+			}
+			best.Attempts = attempt
+			if r.CPU.OtherCores() <= gwNoisyCores || attempt > p.Retries {
+				return best
+			}
+			t.Logf("%s: other processes used %.2f cores during the run; running it again", name, r.CPU.OtherCores())
+		}
 	}
 
 	rep.Bare = measure("bare fiber handler", bareURL, nil, os.Getpid())
@@ -501,6 +521,23 @@ type gwCPU struct {
 	HostBusy, HostAll time.Duration
 }
 
+// OtherCores is how many cores processes other than the server, wrk,
+// PostgreSQL and Redis kept busy on average (loopback interrupt work that
+// belongs to no process included).
+func (c gwCPU) OtherCores() float64 {
+	if c.Wall <= 0 {
+		return 0
+	}
+	other := c.HostBusy - c.Server - c.Wrk
+	if c.PG > 0 {
+		other -= c.PG
+	}
+	if c.Redis > 0 {
+		other -= c.Redis
+	}
+	return max(0, other.Seconds()/c.Wall.Seconds())
+}
+
 func sampleGwCPU(serverPID, postmaster, redisPID int) gwCPUSample {
 	s := gwCPUSample{at: time.Now(), pg: -1, redis: -1}
 	if f := procStat(serverPID); f != nil {
@@ -528,22 +565,6 @@ func (a gwCPUSample) sub(b gwCPUSample) gwCPU {
 		c.Redis = a.redis - b.redis
 	}
 	return c
-}
-
-// idleLoad returns how many cores the machine kept busy over d (-1 when
-// /proc/stat cannot be read).
-func idleLoad(ctx context.Context, d time.Duration) float64 {
-	b0, a0, err := hostCPU()
-	if err != nil {
-		return -1
-	}
-	t0 := time.Now()
-	sleepUntil(ctx, t0.Add(d))
-	b1, a1, err := hostCPU()
-	if err != nil || a1 <= a0 {
-		return -1
-	}
-	return float64(b1-b0) / float64(time.Since(t0))
 }
 
 // tailFile returns the last n bytes of a file.

@@ -26,14 +26,25 @@ type loadParams struct {
 	Duration time.Duration
 	// QuietWait bounds the wait for an idle machine before each scenario.
 	QuietWait time.Duration
+	// Retries is how many times a scenario whose measured window other
+	// processes disturbed is run again (time permitting).
+	Retries int
 }
 
 // defaultParams are the acceptance settings. BENCH_WARMUP and
 // BENCH_DURATION (Go durations) override the times for quick local runs,
-// BENCH_QUIET_WAIT the wait for an idle machine (0 skips it); RESULTS.md
-// records what was used.
+// BENCH_QUIET_WAIT the wait for an idle machine (0 skips it) and
+// BENCH_RETRIES the reruns of a disturbed scenario; RESULTS.md records
+// what was used.
 func defaultParams() (loadParams, error) {
-	p := loadParams{Clients: 64, Warmup: 2 * time.Second, Duration: 10 * time.Second, QuietWait: 3 * time.Minute}
+	p := loadParams{Clients: 64, Warmup: 2 * time.Second, Duration: 10 * time.Second, QuietWait: 90 * time.Second, Retries: 2}
+	if s := os.Getenv("BENCH_RETRIES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return p, fmt.Errorf("BENCH_RETRIES=%q: want a count such as 2", s)
+		}
+		p.Retries = n
+	}
 	for _, v := range []struct {
 		env string
 		dst *time.Duration
@@ -78,6 +89,10 @@ type loadResult struct {
 	// drop; -1 when not measured.
 	QuietBusy   float64
 	QuietWaited time.Duration
+	// Attempt is which run of the scenario this is (1-based), Attempts how
+	// many were made; AllOK and AllErrors sum OK and Errors over them all.
+	Attempt, Attempts int
+	AllOK, AllErrors  int64
 	// Waits is what the PostgreSQL backends serving the run were doing,
 	// sampled over the window.
 	Waits []waitShare
