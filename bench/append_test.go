@@ -108,6 +108,8 @@ func TestFactAppends(t *testing.T) {
 	// distinct entities.
 	pick := func(worker, iter int) int { return (iter*p.Clients + worker) % manyEntities }
 
+	prodTarget := target{app: productApp, db: prod.pool}
+	baseTarget := target{app: baselineApp, db: base.pool}
 	rep := &appendReport{Env: env, Params: p}
 	// run runs one scenario. When other processes disturbed its measured
 	// window (see noisyCores) it is run again, up to p.Retries times and
@@ -116,7 +118,7 @@ func TestFactAppends(t *testing.T) {
 	// counts them all for the ledger checks.
 	deadline, hasDeadline := t.Deadline()
 	attemptCost := p.QuietWait + p.Warmup + p.Duration + time.Minute
-	run := func(name string, op opFunc, app, profile string) *loadResult {
+	run := func(name string, op opFunc, tg target, profile string) *loadResult {
 		var (
 			best           *loadResult
 			allOK, allErrs int64
@@ -131,7 +133,7 @@ func TestFactAppends(t *testing.T) {
 					t.Logf("%s: the machine is still %.0f%% busy after waiting %v; starting anyway", name, 100*busy, waited.Round(time.Second))
 				}
 			}
-			r, err := runLoad(ctx, name, p, op, mon, app, profile)
+			r, err := runLoad(ctx, name, p, op, mon, tg, profile)
 			r.QuietBusy, r.QuietWaited, r.Attempt = busy, waited, attempt
 			allOK += r.OK
 			allErrs += r.Errors
@@ -161,10 +163,10 @@ func TestFactAppends(t *testing.T) {
 	// tables of about the same size.
 	rep.ManyBase = run("(a) raw pgx, many entities", func(ctx context.Context, w, i int) error {
 		return base.append(ctx, manyIDs[pick(w, i)])
-	}, baselineApp, "")
+	}, baseTarget, "")
 	rep.ManyHTTP = run("(a) HTTP, many entities", func(ctx context.Context, w, i int) error {
 		return prod.append(ctx, manyBodies[pick(w, i)])
-	}, productApp, profile)
+	}, prodTarget, profile)
 	if profile != "" {
 		t.Logf("CPU profile of the HTTP (a) window: %s", profile)
 	}
@@ -172,10 +174,10 @@ func TestFactAppends(t *testing.T) {
 	// (b) one hot entity.
 	rep.HotBase = run("(b) raw pgx, one hot entity", func(ctx context.Context, w, i int) error {
 		return base.append(ctx, hotEntity)
-	}, baselineApp, "")
+	}, baseTarget, "")
 	rep.HotHTTP = run("(b) HTTP, one hot entity", func(ctx context.Context, w, i int) error {
 		return prod.append(ctx, hotBody)
-	}, productApp, "")
+	}, prodTarget, "")
 
 	// Every run has ended and every request in flight was awaited: the
 	// ledgers must now hold exactly what the clients were told.
@@ -222,7 +224,8 @@ type product struct {
 func startProduct(t *testing.T, dbURL string, clients int, logger *slog.Logger) *product {
 	t.Helper()
 	ctx := t.Context()
-	a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", Domain: domainFile, Logger: logger})
+	// DataDir holds local state (key files, caches); keep it out of the tree.
+	a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", Domain: domainFile, DataDir: t.TempDir(), Logger: logger})
 	if err != nil {
 		t.Fatalf("start factline: %v", err)
 	}

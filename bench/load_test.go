@@ -122,10 +122,10 @@ func (r *loadResult) Pct(p float64) time.Duration {
 // measures the operations that complete inside the last p.Duration. No
 // new operation starts after the window closes; the ones in flight are
 // awaited (and counted in OK and Errors, not in Ops). mon, when non-nil,
-// samples server counters at the window's edges and the activity of the
-// server's connections named app during it; profile, when non-empty,
+// samples server counters and tg's fact head at the window's edges and the
+// activity of tg's connections during it; profile, when non-empty,
 // is a file that receives a CPU profile of this process over the window.
-func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *monitor, app, profile string) (*loadResult, error) {
+func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *monitor, tg target, profile string) (*loadResult, error) {
 	type workerOut struct {
 		lat    []time.Duration
 		ok     int64
@@ -151,7 +151,7 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 		defer sampler.Done()
 		sleepUntil(ctx, windowStart)
 		if mon != nil {
-			before, sampleErr = mon.sample(ctx)
+			before, sampleErr = mon.sample(ctx, tg.db)
 		}
 		if profile != "" {
 			f, err := os.Create(profile)
@@ -167,7 +167,7 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 			}
 		}
 		if mon != nil {
-			waits = mon.sampleWaits(ctx, windowEnd, app)
+			waits = mon.sampleWaits(ctx, windowEnd, tg.app)
 		} else {
 			sleepUntil(ctx, windowEnd)
 		}
@@ -176,7 +176,7 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 			profileFile.Close()
 		}
 		if mon != nil && sampleErr == nil {
-			after, sampleErr = mon.sample(ctx)
+			after, sampleErr = mon.sample(ctx, tg.db)
 		}
 	}()
 
@@ -237,6 +237,9 @@ func runLoad(ctx context.Context, name string, p loadParams, op opFunc, mon *mon
 	}
 	if mon != nil {
 		r.Server = after.sub(before)
+		if err := countCommits(ctx, tg.db, before.head, after.head, &r.Server); err != nil {
+			return r, err
+		}
 		r.Waits = waits
 	}
 	return r, nil
@@ -253,6 +256,24 @@ func sleepUntil(ctx context.Context, t time.Time) {
 	case <-tm.C:
 	case <-ctx.Done():
 	}
+}
+
+// target is the database a scenario appends to.
+type target struct {
+	app string        // application_name of the connections doing the appends
+	db  *pgxpool.Pool // a connection to the database, for the fact head
+}
+
+// countCommits sets d.Commits to the number of transactions that committed
+// the facts at positions (from, to]: the distinct xmin of those rows.
+func countCommits(ctx context.Context, db *pgxpool.Pool, from, to int64, d *serverDelta) error {
+	d.Facts = to - from
+	err := db.QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM facts WHERE position > $1 AND position <= $2`, from, to).
+		Scan(&d.Commits)
+	if err != nil {
+		return fmt.Errorf("count append commits: %w", err)
+	}
+	return nil
 }
 
 // monitor samples server-wide counters that show where the time goes:
@@ -288,6 +309,7 @@ type serverSample struct {
 	at       time.Time
 	xid      int64 // next transaction id to be assigned
 	walBytes int64 // current WAL insert position
+	head     int64 // committed fact_head.position of the target database
 	selfCPU  time.Duration
 	pgCPU    time.Duration // -1 when unknown
 	hostBusy time.Duration // summed over all CPUs
@@ -298,7 +320,9 @@ type serverSample struct {
 // serverDelta is the change of a serverSample over the measured window.
 type serverDelta struct {
 	Wall     time.Duration
-	WriteTxs int64
+	WriteTxs int64 // transaction ids assigned, server-wide
+	Facts    int64 // facts committed in the target database
+	Commits  int64 // transactions that committed them
 	WALBytes int64
 	SelfCPU  time.Duration
 	PGCPU    time.Duration // -1 when unknown
@@ -324,7 +348,7 @@ func (a serverSample) sub(b serverSample) serverDelta {
 	}
 }
 
-func (m *monitor) sample(ctx context.Context) (serverSample, error) {
+func (m *monitor) sample(ctx context.Context, db *pgxpool.Pool) (serverSample, error) {
 	s := serverSample{at: time.Now()}
 	// pg_current_snapshot does not assign a transaction id, so sampling
 	// does not disturb the count; xmax is the next id to be assigned.
@@ -332,6 +356,9 @@ func (m *monitor) sample(ctx context.Context) (serverSample, error) {
        (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&s.xid, &s.walBytes)
 	if err != nil {
 		return s, fmt.Errorf("sample server counters: %w", err)
+	}
+	if err := db.QueryRow(ctx, `SELECT position FROM fact_head`).Scan(&s.head); err != nil {
+		return s, fmt.Errorf("sample fact head: %w", err)
 	}
 	f := procStat(os.Getpid())
 	if f == nil {

@@ -331,8 +331,8 @@ func (r *appendReport) markdown() string {
 	w("\n")
 
 	w("Where the time goes, over each measured window (server-wide PostgreSQL counters; CPU from /proc):\n\n")
-	w("| Scenario | Path | write tx/s | facts per tx | WAL bytes per fact | CPU: bench process | CPU: PostgreSQL | CPU: irq, softirq, steal | CPU: other processes | machine busy | busy just before | attempt |\n")
-	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| Scenario | Path | append commits/s | facts per commit | other write tx/s | WAL bytes per fact | CPU: bench process | CPU: PostgreSQL | CPU: irq, softirq, steal | CPU: other processes | machine busy | busy just before | attempt |\n")
+	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	cores := func(d, wall time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()/wall.Seconds()) }
 	diag := func(scn, path string, x *loadResult) {
 		d := x.Server
@@ -344,16 +344,18 @@ func (r *appendReport) markdown() string {
 			}
 		}
 		if d.Wall <= 0 {
-			w("| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | %s | %d of %d |\n", scn, path, before, x.Attempt, x.Attempts)
+			w("| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | %s | %d of %d |\n", scn, path, before, x.Attempt, x.Attempts)
 			return
 		}
-		txs := float64(d.WriteTxs) / d.Wall.Seconds()
-		perTx, walPer, pg, other := "n/a", "n/a", "n/a", "n/a"
-		if d.WriteTxs > 0 {
-			perTx = fmt.Sprintf("%.1f", x.Rate()/txs)
+		secs := d.Wall.Seconds()
+		commits := float64(d.Commits) / secs
+		otherTx := float64(d.WriteTxs-d.Commits) / secs
+		perCommit, walPer, pg, other := "n/a", "n/a", "n/a", "n/a"
+		if d.Commits > 0 {
+			perCommit = fmt.Sprintf("%.1f", float64(d.Facts)/float64(d.Commits))
 		}
-		if x.Ops > 0 {
-			walPer = formatInt(d.WALBytes / x.Ops)
+		if d.Facts > 0 {
+			walPer = formatInt(d.WALBytes / d.Facts)
 		}
 		if d.PGCPU >= 0 {
 			pg = cores(d.PGCPU, d.Wall)
@@ -363,7 +365,8 @@ func (r *appendReport) markdown() string {
 		if d.HostAll > 0 {
 			busy = 100 * float64(d.HostBusy) / float64(d.HostAll)
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% of %d cores | %s | %d of %d |\n", scn, path, formatInt(int64(txs+0.5)), perTx, walPer,
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% of %d cores | %s | %d of %d |\n", scn, path,
+			formatInt(int64(commits+0.5)), perCommit, formatInt(int64(max(0, otherTx)+0.5)), walPer,
 			cores(d.SelfCPU, d.Wall), pg, cores(d.IRQSteal, d.Wall), other, busy, e.Cores, before, x.Attempt, x.Attempts)
 	}
 	diag("(a)", "raw pgx", r.ManyBase)
@@ -377,8 +380,10 @@ func (r *appendReport) markdown() string {
 		"to no process; \"other processes\" is the rest of the machine's busy time. \"busy just before\" is the machine's "+
 		"load over the 2 s before the scenario started (the run waits up to %s for it to drop below 10%%). A scenario whose "+
 		"window other processes disturbed (more than %.2f cores) is run again, up to %d more times; the table shows the "+
-		"least disturbed attempt, and the ledger checks count the appends of every attempt. \"write tx\" counts "+
-		"transaction ids assigned on the server.\n\n", p.QuietWait, noisyCores, p.Retries)
+		"least disturbed attempt, and the ledger checks count the appends of every attempt. \"append commits\" are the "+
+		"transactions that committed the window's facts (distinct `xmin` of their rows); \"other write tx\" are the "+
+		"remaining transaction ids assigned on the server meanwhile (in Factline, mostly the checkpoint writes of its "+
+		"in-process stream consumers).\n\n", p.QuietWait, noisyCores, p.Retries)
 	w("PostgreSQL connections of the path under test by activity, averaged over samples of `pg_stat_activity` every "+
 		"20 ms (Factline: its store pool of up to %d plus the LISTEN connection; raw pgx: its pool of %d):\n\n",
 		postgres.DefaultMaxConns, p.Clients)
@@ -409,6 +414,7 @@ func (r *appendReport) markdown() string {
 	}
 	w("Reproduce with `make bench` or `bash bench/run.sh` on an otherwise idle machine (`BENCH_DURATION`, `BENCH_WARMUP` " +
 		"shorten the windows for a trial; `BENCH_QUIET_WAIT` bounds the wait for an idle machine, 0 skips it; " +
+		"`BENCH_RETRIES` sets how often a disturbed scenario is rerun; " +
 		"`BENCH_CPUPROFILE=file` writes a CPU profile of the process during the HTTP (a) window).\n")
 	return b.String()
 }
