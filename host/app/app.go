@@ -25,6 +25,7 @@ import (
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/plugins"
+	"github.com/factline/factline/host/projector"
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/store/postgres"
 	"github.com/factline/factline/host/store/sqlite"
@@ -144,6 +145,7 @@ type App struct {
 	Plugins       *plugins.Manager
 	Subscriptions *subscription.Runner
 	Webhooks      *webhook.Service
+	Projections   *projector.Service
 }
 
 // New opens the store and builds every part; it does not listen yet.
@@ -216,20 +218,26 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := a.Webhooks.Register(a.Registry); err != nil {
 		return nil, err
 	}
+	if a.Projections, err = a.newProjector(ctx); err != nil {
+		return nil, err
+	}
+	a.Projections.RegisterConfigType(a.Platform)
 	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version}, gateway.Deps{
-		Platform: a.Platform,
-		Auth:     auth.NewAuthenticator(st),
-		Logger:   cfg.Logger,
-		Registry: a.Registry,
-		Limiter:  limiter,
-		Routes:   gw,
-		Checks:   []gateway.HealthCheck{limiterParts.check, pluginCheck},
+		Platform:    a.Platform,
+		Auth:        auth.NewAuthenticator(st),
+		Logger:      cfg.Logger,
+		Registry:    a.Registry,
+		Limiter:     limiter,
+		Projections: a.Projections,
+		Routes:      gw,
+		Checks:      []gateway.HealthCheck{limiterParts.check, pluginCheck},
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.Plugins.Mount(a.Server, a.Platform, cfg.OperatorTenant)
 	a.Webhooks.Mount(a.Server)
+	a.Projections.Mount(a.Server)
 	a.Subscriptions, err = subscription.New(subscription.Options{
 		Platform: a.Platform, Store: st, Handlers: a.Plugins, Subscriptions: domain.Subscriptions,
 		Logger: cfg.Logger, Metrics: a.Stream, Registerer: a.Registry,
@@ -350,6 +358,13 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		a.Close()
 		return fmt.Errorf("start webhooks: %w", err)
 	}
+	if err := a.Projections.Start(bg); err != nil {
+		stopBG()
+		a.Subscriptions.Stop()
+		ln.Close()
+		a.Close()
+		return fmt.Errorf("start projections: %w", err)
+	}
 	if a.cfg.Manifest != "" {
 		go a.watchManifest(bg)
 	}
@@ -370,6 +385,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	cancel()
 	stopBG()
 	a.Subscriptions.Stop()
+	a.Projections.Stop()
 	a.Close()
 	return err
 }

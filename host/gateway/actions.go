@@ -181,7 +181,7 @@ func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route) error {
 	if s.projections == nil {
 		return problem.Newf(problem.NotFound, "Projection %s not found", name)
 	}
-	results, err := s.projections.Query(ctx(c), tenant(c), name, filters)
+	results, meta, err := s.projections.Query(ctx(c), tenant(c), name, filters)
 	if err != nil {
 		if errors.Is(err, ErrUnknownProjection) {
 			return problem.Newf(problem.NotFound, "Projection %s not found", name)
@@ -191,5 +191,9 @@ func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route) error {
 	if results == nil {
 		results = []any{}
 	}
-	return respond(c, fiber.StatusOK, fiber.Map{"results": results, "count": len(results)})
+	out := fiber.Map{"results": results, "count": len(results)}
+	if meta != nil {
+		out["_meta"] = meta
+	}
+	return respond(c, fiber.StatusOK, out)
 }

@@ -25,12 +25,13 @@ type RateLimiter interface {
 	Allow(ctx context.Context, key string, rpm int) (ratelimit.Decision, error)
 }
 
-// Projections answers the query action. Until a projection engine is
-// wired in, every projection is unknown.
+// Projections answers the query action (host/projector implements it).
 type Projections interface {
-	// Query returns the results of a projection for a tenant, or an error;
-	// an unknown projection is reported with ErrUnknownProjection.
-	Query(ctx context.Context, tenant, projection string, filters map[string]any) ([]any, error)
+	// Query returns the result rows of a tenant's projection and the meta
+	// the data object carries under "_meta" (nil for none), or an error:
+	// a problem (*problem.Error) is answered as is, ErrUnknownProjection
+	// with the 404 of an unknown projection.
+	Query(ctx context.Context, tenant, projection string, filters map[string]any) ([]any, map[string]any, error)
 }
 
 // ErrUnknownProjection is returned by Projections for a name it does not

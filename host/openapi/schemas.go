@@ -261,12 +261,13 @@ func (b *builder) fixedSchemas() {
 		prop{"timestamp", millis("When it happened")},
 	))
 	b.define(schemaQueryRequest, object("A projection query.", []string{"projection"}, true,
-		prop{"projection", str("Name of the projection to query.")},
-		prop{"filters", freeObject("Filters the projection understands.")},
+		prop{"projection", str("The projection config's id or name.")},
+		prop{"filters", freeObject("from and to (inclusive bucket starts: ms epoch, RFC 3339 or a bucket key such as 2024-01-15T10:30), aggregate (boolean), mode (materialized, compute or verify), groups (groupBy field to value; a groupBy field may also be a filter of its own).")},
 	))
 	b.define(schemaQueryResult, object("A projection's results.", []string{"results", "count"}, false,
-		prop{"results", arrayOf("The result rows.", inline(&openapi3.Schema{}))},
+		prop{"results", arrayOf("The result rows in bucket order: the result keys (count, <field>_sum ...) plus key (the bucket key; \"aggregated\" for an aggregated query), bucket and window (with a timeWindow) and group (with groupBy).", inline(&openapi3.Schema{Type: &openapi3.Types{openapi3.TypeObject}}))},
 		prop{"count", integer("Number of results.")},
+		prop{"_meta", freeObject("config_id and config_version of the version that answered, mode, ready (false while the projection backfills); in verify mode also consistent and drift.")},
 	))
 	b.define(schemaSystemStatus, object("The gateway's own status.", []string{"name", "version", "status"}, false,
 		prop{"name", str("Name of the gateway manifest served.")},

@@ -54,7 +54,9 @@ var (
 
 // ConfigInput creates a config or a new version of one.
 type ConfigInput struct {
-	ID        string // create only; generated when empty
+	// ID names the config: on create, the new id (generated when empty);
+	// on update, set by the platform to the config being updated.
+	ID        string
 	Type      string // create only
 	Name      string
 	ScopeType string // default "tenant"
@@ -146,7 +148,7 @@ func (s *Service) UpdateConfig(ctx context.Context, tenant, configID string, in 
 	if err != nil {
 		return nil, err
 	}
-	in.Type = cur.Type
+	in.Type, in.ID = cur.Type, configID
 	if in.ScopeType == "" {
 		in.ScopeType, in.ScopeID = cur.ScopeType, cur.ScopeID
 	}

@@ -173,6 +173,8 @@ type validator struct {
 
 type issue struct {
 	line int
+	path string
+	text string // without path and line
 	msg  string
 }
 
@@ -180,7 +182,8 @@ func (v *validator) add(path, format string, args ...any) {
 	if v.bad[path] {
 		return
 	}
-	msg := fmt.Sprintf(format, args...)
+	text := fmt.Sprintf(format, args...)
+	msg := text
 	if path != "" {
 		msg = path + ": " + msg
 	}
@@ -188,7 +191,7 @@ func (v *validator) add(path, format string, args ...any) {
 	if l > 0 {
 		msg = fmt.Sprintf("line %d: %s", l, msg)
 	}
-	v.issues = append(v.issues, issue{l, msg})
+	v.issues = append(v.issues, issue{l, path, text, msg})
 }
 
 // lineOf finds the line of path or of its nearest parent.
@@ -218,15 +221,17 @@ func (v *validator) err(msg string) error {
 		return a < b
 	})
 	out := make([]string, len(v.issues))
+	details := make([]Issue, len(v.issues))
 	for i, is := range v.issues {
 		out[i] = is.msg
+		details[i] = Issue{Line: is.line, Path: is.path, Message: is.text}
 	}
 	n := len(out)
 	s := "s"
 	if n == 1 {
 		s = ""
 	}
-	return &ConfigValidationError{Message: fmt.Sprintf("%s: %d issue%s", msg, n, s), Issues: out}
+	return &ConfigValidationError{Message: fmt.Sprintf("%s: %d issue%s", msg, n, s), Issues: out, Details: details}
 }
 
 func join(prefix, name string) string {

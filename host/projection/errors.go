@@ -26,6 +26,17 @@ func (e *ConfigParseError) Error() string {
 type ConfigValidationError struct {
 	Message string
 	Issues  []string
+	// Details are the issues in structured form, in the same order.
+	Details []Issue
+}
+
+// Issue is one problem of a configuration: the path of the field
+// ("aggregations[0].function"; empty for the document itself), its line
+// in the source document (0 when unknown) and what is wrong.
+type Issue struct {
+	Line    int
+	Path    string
+	Message string
 }
 
 func (e *ConfigValidationError) Error() string {

@@ -120,6 +120,17 @@ type Fact struct {
 	CreatedAt int64 // ms since epoch: when it was recorded
 }
 
+// FactScan selects facts of one tenant by type, entity type and time.
+type FactScan struct {
+	TenantID string
+	// Types are the fact types wanted; at least one.
+	Types []string
+	// EntityType, when set, keeps only facts of entities of that type.
+	EntityType string
+	// From and To bound Timestamp, inclusive; 0 leaves that end open.
+	From, To int64
+}
+
 // Append is one fact to append. Fact.ID, TenantID, Type, Timestamp, Data and
 // CreatedAt are set by the caller; Seq, Position and EntityType are assigned
 // by the store.
@@ -288,6 +299,11 @@ type FactStore interface {
 	// ReadFacts returns facts of all tenants with Position > after, in
 	// position order, at most limit of them. It feeds stream consumers.
 	ReadFacts(ctx context.Context, after int64, limit int) ([]Fact, error)
+	// ScanFacts calls fn for every fact of one tenant that q selects, in
+	// timestamp order (position order among equal timestamps), and stops
+	// at fn's first error, which it returns. It feeds compute-mode
+	// projection queries; fn must not call the store.
+	ScanFacts(ctx context.Context, q FactScan, fn func(*Fact) error) error
 	// HeadPosition returns the highest committed position (0 when empty).
 	HeadPosition(ctx context.Context) (int64, error)
 	// SubscribeFacts returns a channel that receives a value (coalesced,
@@ -363,6 +379,9 @@ type CheckpointStore interface {
 	SetCheckpoint(ctx context.Context, consumer string, position int64) error
 	// ListCheckpoints returns every consumer's position.
 	ListCheckpoints(ctx context.Context) (map[string]int64, error)
+	// DeleteCheckpoint forgets a consumer that will not run again; a
+	// consumer without a checkpoint is no error.
+	DeleteCheckpoint(ctx context.Context, consumer string) error
 }
 
 // PluginBinary is one stored version of a WebAssembly plugin.

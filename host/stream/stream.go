@@ -77,6 +77,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// Forget drops the series of a consumer that will not run again.
+func (m *Metrics) Forget(consumer string) {
+	m.lag.DeleteLabelValues(consumer)
+	m.position.DeleteLabelValues(consumer)
+	m.errors.DeleteLabelValues(consumer)
+}
+
 // Lag returns the lag gauge of a consumer.
 func (m *Metrics) Lag(consumer string) prometheus.Gauge { return m.lag.WithLabelValues(consumer) }
 

@@ -56,3 +56,11 @@ func (s *Store) ListCheckpoints(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// DeleteCheckpoint forgets a consumer.
+func (s *Store) DeleteCheckpoint(ctx context.Context, consumer string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM checkpoints WHERE consumer = $1`, consumer); err != nil {
+		return fmt.Errorf("postgres: delete checkpoint %s: %w", consumer, err)
+	}
+	return nil
+}

@@ -398,6 +398,46 @@ func (s *Store) ReadFacts(ctx context.Context, after int64, limit int) ([]store.
 	return facts, nil
 }
 
+// ScanFacts streams the tenant's facts q selects in timestamp order; the
+// facts_scan index (tenant, type, timestamp) serves it.
+func (s *Store) ScanFacts(ctx context.Context, q store.FactScan, fn func(*store.Fact) error) error {
+	if len(q.Types) == 0 {
+		return errors.New("postgres: scan facts: no fact types")
+	}
+	sql := `SELECT ` + factColumns + ` FROM facts WHERE tenant_id = $1 AND type = ANY($2::text[])`
+	args := []any{q.TenantID, q.Types}
+	if q.EntityType != "" {
+		args = append(args, q.EntityType)
+		sql += ` AND entity_type = $` + strconv.Itoa(len(args))
+	}
+	if q.From != 0 {
+		args = append(args, q.From)
+		sql += ` AND timestamp >= $` + strconv.Itoa(len(args))
+	}
+	if q.To != 0 {
+		args = append(args, q.To)
+		sql += ` AND timestamp <= $` + strconv.Itoa(len(args))
+	}
+	rows, err := s.pool.Query(ctx, sql+` ORDER BY timestamp, position`, args...)
+	if err != nil {
+		return fmt.Errorf("postgres: scan facts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		f, err := scanFact(rows)
+		if err != nil {
+			return fmt.Errorf("postgres: scan facts: %w", err)
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: scan facts: %w", err)
+	}
+	return nil
+}
+
 func (s *Store) queryFacts(ctx context.Context, q string, args ...any) ([]store.Fact, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

@@ -58,3 +58,15 @@ func (s *Store) ListCheckpoints(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// DeleteCheckpoint forgets a consumer.
+func (s *Store) DeleteCheckpoint(ctx context.Context, consumer string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE consumer = ?`, consumer)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete checkpoint %s: %w", consumer, err)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/factline/factline/host/store"
 )
@@ -185,6 +186,49 @@ func (s *Store) ReadFacts(ctx context.Context, after int64, limit int) ([]store.
 		return nil, fmt.Errorf("sqlite: read facts: %w", err)
 	}
 	return facts, nil
+}
+
+// ScanFacts streams the tenant's facts q selects in timestamp order; the
+// facts_scan index (tenant, type, timestamp) serves it.
+func (s *Store) ScanFacts(ctx context.Context, q store.FactScan, fn func(*store.Fact) error) error {
+	if len(q.Types) == 0 {
+		return errors.New("sqlite: scan facts: no fact types")
+	}
+	query := `SELECT ` + factColumns + ` FROM facts WHERE tenant_id = ? AND type IN (?` + strings.Repeat(`, ?`, len(q.Types)-1) + `)`
+	args := []any{q.TenantID}
+	for _, t := range q.Types {
+		args = append(args, t)
+	}
+	if q.EntityType != "" {
+		query += ` AND entity_type = ?`
+		args = append(args, q.EntityType)
+	}
+	if q.From != 0 {
+		query += ` AND timestamp >= ?`
+		args = append(args, q.From)
+	}
+	if q.To != 0 {
+		query += ` AND timestamp <= ?`
+		args = append(args, q.To)
+	}
+	rows, err := s.r.QueryContext(ctx, query+` ORDER BY timestamp, position`, args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: scan facts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		f, err := scanFact(rows)
+		if err != nil {
+			return fmt.Errorf("sqlite: scan facts: %w", err)
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: scan facts: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) queryFacts(ctx context.Context, q string, args ...any) ([]store.Fact, error) {

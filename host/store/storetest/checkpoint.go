@@ -51,4 +51,16 @@ func testCheckpointGetSetList(t *testing.T, open Factory) {
 	if !maps.Equal(all, want) {
 		t.Errorf("ListCheckpoints: got %v, want %v", all, want)
 	}
+
+	noErr(t, s.DeleteCheckpoint(ctx, "webhook:wh_1"), "DeleteCheckpoint")
+	noErr(t, s.DeleteCheckpoint(ctx, "never:existed"), "DeleteCheckpoint of an unknown consumer")
+	delete(want, "webhook:wh_1")
+	all, err = s.ListCheckpoints(ctx)
+	noErr(t, err, "ListCheckpoints after DeleteCheckpoint")
+	if !maps.Equal(all, want) {
+		t.Errorf("ListCheckpoints after DeleteCheckpoint: got %v, want %v", all, want)
+	}
+	if pos, err := s.GetCheckpoint(ctx, "webhook:wh_1"); err != nil || pos != 0 {
+		t.Errorf("GetCheckpoint of a deleted consumer: got %d, %v; want 0", pos, err)
+	}
 }

@@ -28,6 +28,7 @@ var factTests = []test{
 	{"DataRoundTrip", testFactDataRoundTrip},
 	{"CommitOrder", testFactCommitOrder},
 	{"Subscribe", testFactSubscribe},
+	{"Scan", testFactScan},
 }
 
 func testFactAppend(t *testing.T, open Factory) {
@@ -789,4 +790,80 @@ func testFactSubscribe(t *testing.T, open Factory) {
 		close(closed)
 	}()
 	waitDone(t, closed, "the channel to close after its context ended")
+}
+
+func testFactScan(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	createEntity(t, s, newEntity("tnt_a", "ent_acc", "account"))
+	createEntity(t, s, newEntity("tnt_a", "ent_ast", "asset"))
+	createEntity(t, s, newEntity("tnt_b", "ent_acc", "account"))
+	fact := func(tenant, entity, id, typ string, ts int64) store.Fact {
+		f := newFact(tenant, entity, id)
+		f.Type, f.Timestamp = typ, ts
+		return f
+	}
+	// Appended out of time order: the scan orders by timestamp, then by
+	// position among equal timestamps.
+	for _, f := range []store.Fact{
+		fact("tnt_a", "ent_acc", "fct_1", "deposit", t0+30),
+		fact("tnt_a", "ent_acc", "fct_2", "deposit", t0+10),
+		fact("tnt_a", "ent_acc", "fct_3", "charge", t0+20),
+		fact("tnt_a", "ent_ast", "fct_4", "deposit", t0+20),
+		fact("tnt_b", "ent_acc", "fct_5", "deposit", t0+20),
+		fact("tnt_a", "", "fct_6", "deposit", t0+40),
+		fact("tnt_a", "ent_acc", "fct_7", "deposit", t0+30),
+	} {
+		appendOne(t, s, f)
+	}
+	tests := []struct {
+		name string
+		q    store.FactScan
+		want []string
+	}{
+		{"one type", store.FactScan{TenantID: "tnt_a", Types: []string{"deposit"}},
+			[]string{"fct_2", "fct_4", "fct_1", "fct_7", "fct_6"}},
+		{"two types", store.FactScan{TenantID: "tnt_a", Types: []string{"deposit", "charge"}},
+			[]string{"fct_2", "fct_3", "fct_4", "fct_1", "fct_7", "fct_6"}},
+		{"entity type", store.FactScan{TenantID: "tnt_a", Types: []string{"deposit", "charge"}, EntityType: "account"},
+			[]string{"fct_2", "fct_3", "fct_1", "fct_7"}},
+		{"from", store.FactScan{TenantID: "tnt_a", Types: []string{"deposit"}, From: t0 + 20},
+			[]string{"fct_4", "fct_1", "fct_7", "fct_6"}},
+		{"to", store.FactScan{TenantID: "tnt_a", Types: []string{"deposit"}, To: t0 + 20},
+			[]string{"fct_2", "fct_4"}},
+		{"from and to", store.FactScan{TenantID: "tnt_a", Types: []string{"deposit"}, From: t0 + 20, To: t0 + 30},
+			[]string{"fct_4", "fct_1", "fct_7"}},
+		{"other tenant", store.FactScan{TenantID: "tnt_b", Types: []string{"deposit"}}, []string{"fct_5"}},
+		{"unknown tenant", store.FactScan{TenantID: "tnt_x", Types: []string{"deposit"}}, nil},
+		{"unknown type", store.FactScan{TenantID: "tnt_a", Types: []string{"refund"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			err := s.ScanFacts(ctx, tt.q, func(f *store.Fact) error {
+				if f.TenantID != tt.q.TenantID {
+					t.Errorf("fact %s of tenant %s in a scan of %s", f.ID, f.TenantID, tt.q.TenantID)
+				}
+				got = append(got, f.ID)
+				return nil
+			})
+			noErr(t, err, "ScanFacts")
+			if !equalStrings(got, tt.want) {
+				t.Errorf("ScanFacts: got %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	stop := errors.New("stop")
+	n := 0
+	err := s.ScanFacts(ctx, store.FactScan{TenantID: "tnt_a", Types: []string{"deposit"}}, func(*store.Fact) error {
+		n++
+		return stop
+	})
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("ScanFacts with a failing callback: %d calls, err %v; want 1 call and the callback's error", n, err)
+	}
+	if err := s.ScanFacts(ctx, store.FactScan{TenantID: "tnt_a"}, func(*store.Fact) error { return nil }); err == nil {
+		t.Error("ScanFacts without fact types: no error")
+	}
 }

@@ -1,0 +1,41 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/host/projection"
+	"github.com/factline/factline/host/projector"
+)
+
+// projectionStatePrefix starts every cached-state key of projections in
+// Redis.
+const projectionStatePrefix = "factline:projection:"
+
+// newProjector builds the projection service on Redis when a Redis URL is
+// configured, else on in-process state. The Redis client is its own: the
+// rate limiter's fails fast on the request path, while projection updates
+// may wait and retry.
+func (a *App) newProjector(_ context.Context) (*projector.Service, error) {
+	var state projection.CachedState
+	if a.cfg.RedisURL != "" {
+		opt, err := redis.ParseURL(a.cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("redis url: %w", err)
+		}
+		client := redis.NewClient(opt)
+		a.closers = append(a.closers, func() { _ = client.Close() })
+		state = projection.NewRedisState(client).WithPrefix(projectionStatePrefix)
+	} else {
+		state = projection.NewMemoryState().WithPrefix(projectionStatePrefix)
+	}
+	return projector.New(projector.Options{
+		Store:       a.Store,
+		State:       state,
+		EntityTypes: func() []string { return a.Platform.Domain().EntityTypeNames() },
+		Logger:      a.cfg.Logger,
+		Metrics:     a.Stream,
+	})
+}

@@ -1,0 +1,317 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/host/projection"
+	"github.com/factline/factline/host/projector"
+	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+const tenant = "t1"
+
+// hour0 is 2024-01-15T10:00:00Z.
+const hour0 = int64(1705312800000)
+
+const settings = `{"source": "contact", "factTypes": ["call"], "timeWindow": "minute", "groupBy": ["data.channel"],
+ "aggregations": [{"field": "count", "function": "count"}, {"field": "data.duration", "function": "sum"},
+  {"field": "data.who", "function": "count_distinct"}],
+ "materialize": true, "storageVersion": %d}`
+
+func redisState(t *testing.T) projection.CachedState {
+	t.Helper()
+	opt, err := redis.ParseURL(testutil.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	return projection.NewRedisState(rdb).WithPrefix("test:")
+}
+
+// stateFor gives each backend a real cached state: in process beside
+// SQLite, Redis beside Postgres, as the product pairs them.
+func stateFor(t *testing.T, backend string) projection.CachedState {
+	if backend == "postgres" {
+		return redisState(t)
+	}
+	return projection.NewMemoryState()
+}
+
+func newService(t *testing.T, st store.Store, state projection.CachedState) *projector.Service {
+	t.Helper()
+	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func createContact(t *testing.T, st store.Store, id string) {
+	t.Helper()
+	err := st.CreateEntity(context.Background(), &store.Entity{TenantID: tenant, ID: id, Type: "contact", Data: json.RawMessage(`{}`), CreatedAt: hour0, UpdatedAt: hour0})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var factSeq struct {
+	sync.Mutex
+	n int
+}
+
+// appendCalls appends n call facts to c1, spread over 90 minutes, two
+// channels and 7 callers; every fifth is of another type.
+func appendCalls(t *testing.T, st store.Store, n int) {
+	t.Helper()
+	items := make([]store.Append, 0, n)
+	factSeq.Lock()
+	for i := 0; i < n; i++ {
+		factSeq.n++
+		k := factSeq.n
+		typ := "call"
+		if k%5 == 0 {
+			typ = "note"
+		}
+		data := fmt.Sprintf(`{"channel": %q, "duration": %d.%d, "who": "p%d"}`, []string{"phone", "video"}[k%2], k%40, k%10, k%7)
+		items = append(items, store.Append{Fact: store.Fact{ID: fmt.Sprintf("fct_%08d", k), TenantID: tenant, EntityID: "c1", Type: typ,
+			Timestamp: hour0 + int64(k*7919%90)*60_000, Data: json.RawMessage(data), CreatedAt: hour0}})
+	}
+	factSeq.Unlock()
+	for len(items) > 0 {
+		m := min(len(items), 100)
+		res, err := st.AppendFacts(context.Background(), items[:m])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Error(r.Err)
+			}
+		}
+		items = items[m:]
+	}
+}
+
+func createConfig(t *testing.T, st store.Store, id string, storageVersion int) {
+	t.Helper()
+	err := st.CreateConfig(context.Background(), &store.Config{TenantID: tenant, ID: id, Version: 1, Type: projector.ConfigType, Name: "calls",
+		ScopeType: projector.ScopePlatform, Settings: json.RawMessage(fmt.Sprintf(settings, storageVersion)), Status: store.ConfigActive,
+		EffectiveAt: hour0, CreatedAt: time.Now().UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer is a query's rows and meta.
+type answer struct {
+	rows []any
+	meta map[string]any
+}
+
+func query(t *testing.T, s *projector.Service, mode string, aggregate bool) answer {
+	t.Helper()
+	rows, meta, err := s.Query(context.Background(), tenant, "calls", map[string]any{"mode": mode, "aggregate": aggregate})
+	if err != nil {
+		t.Fatalf("query %s: %v", mode, err)
+	}
+	return answer{rows, meta}
+}
+
+// waitConsistent waits until the materialized rows equal the rows
+// computed from the facts (the stream is asynchronous) and the
+// aggregated count is want.
+func waitConsistent(t *testing.T, s *projector.Service, want int) answer {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mat, comp := query(t, s, "materialized", false), query(t, s, "compute", false)
+		agg := query(t, s, "materialized", true)
+		count := fmt.Sprint(agg.rows[0].(map[string]any)["count"])
+		if reflect.DeepEqual(mat.rows, comp.rows) && count == fmt.Sprint(want) && mat.meta["ready"] == true {
+			return mat
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("materialized results never matched the facts: aggregated count %s, want %d\nmaterialized %v\ncomputed %v", count, want, mat.rows, comp.rows)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// calls counts the call facts among the first n appended by appendCalls
+// from a fresh start of factSeq at base.
+func calls(base, n int) int {
+	c := 0
+	for k := base + 1; k <= base+n; k++ {
+		if k%5 != 0 {
+			c++
+		}
+	}
+	return c
+}
+
+// TestBackfillStreamRestartExactlyOnce: a projection created after facts
+// exist backfills them, facts appended while it runs stream in, and after
+// a restart whose checkpoint went back (a crash between handling a batch
+// and saving its checkpoint) the replayed facts count once: materialized
+// results equal results computed from the facts, on both stores.
+func TestBackfillStreamRestartExactlyOnce(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			loc := teststore.Location(t, backend)
+			st := teststore.OpenAt(t, backend, loc)
+			defer st.Close()
+			state := stateFor(t, backend)
+			createContact(t, st, "c1")
+			factSeq.Lock()
+			base := factSeq.n
+			factSeq.Unlock()
+
+			appendCalls(t, st, 600)
+			createConfig(t, st, "cfg_calls", 2)
+			s := newService(t, st, state)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { // writers keep going while it backfills
+				defer wg.Done()
+				appendCalls(t, st, 200)
+			}()
+			wg.Wait()
+			waitConsistent(t, s, calls(base, 800))
+			s.Stop()
+
+			appendCalls(t, st, 100)
+			cps, err := st.ListCheckpoints(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var consumer string
+			for name := range cps {
+				consumer = name
+			}
+			if len(cps) != 1 || cps[consumer] < 500 {
+				t.Fatalf("checkpoints: %v", cps)
+			}
+			if err := st.SetCheckpoint(context.Background(), consumer, cps[consumer]-400); err != nil {
+				t.Fatal(err)
+			}
+			st2 := teststore.OpenAt(t, backend, loc)
+			defer st2.Close()
+			s2 := newService(t, st2, state)
+			waitConsistent(t, s2, calls(base, 900))
+		})
+	}
+}
+
+// TestTwoProcessesOneState: two projector services on two connections to
+// one Postgres and one Redis run the same projection side by side while
+// facts arrive; each fact counts once.
+func TestTwoProcessesOneState(t *testing.T) {
+	loc := teststore.Location(t, "postgres")
+	st1, st2 := teststore.OpenAt(t, "postgres", loc), teststore.OpenAt(t, "postgres", loc)
+	defer st1.Close()
+	defer st2.Close()
+	state := redisState(t)
+	createContact(t, st1, "c1")
+	factSeq.Lock()
+	base := factSeq.n
+	factSeq.Unlock()
+	createConfig(t, st1, "cfg_calls", 2)
+	s1, s2 := newService(t, st1, state), newService(t, st2, state)
+	var wg sync.WaitGroup
+	for _, st := range []store.Store{st1, st2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				appendCalls(t, st, 60)
+			}
+		}()
+	}
+	wg.Wait()
+	want := calls(base, 600)
+	a1, a2 := waitConsistent(t, s1, want), waitConsistent(t, s2, want)
+	if !reflect.DeepEqual(a1.rows, a2.rows) {
+		t.Errorf("the two processes answer differently:\n%v\n%v", a1.rows, a2.rows)
+	}
+}
+
+// TestStorageVersionChangeMigrates: a new version that changes only
+// storageVersion keeps the projection's cached state and migrates it (1 to
+// 2 and back), recording the migration facts; results do not change.
+func TestStorageVersionChangeMigrates(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			st := teststore.Open(t, backend)
+			state := stateFor(t, backend)
+			createContact(t, st, "c1")
+			factSeq.Lock()
+			base := factSeq.n
+			factSeq.Unlock()
+			appendCalls(t, st, 300)
+			createConfig(t, st, "cfg_calls", 1)
+			s := newService(t, st, state)
+			before := waitConsistent(t, s, calls(base, 300))
+
+			for i, sv := range []int{2, 1} {
+				cur, err := st.GetConfig(context.Background(), tenant, "cfg_calls")
+				if err != nil {
+					t.Fatal(err)
+				}
+				next := *cur
+				next.Version++
+				next.Settings = json.RawMessage(fmt.Sprintf(settings, sv))
+				next.CreatedAt = time.Now().UnixMilli()
+				if err := st.PutConfigVersion(context.Background(), &next); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Sync(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				after := query(t, s, "materialized", false)
+				if fmt.Sprint(after.meta["config_version"]) != fmt.Sprint(next.Version) || after.meta["ready"] != true {
+					t.Fatalf("after version %d: meta %v", next.Version, after.meta)
+				}
+				if !reflect.DeepEqual(after.rows, before.rows) {
+					t.Errorf("storageVersion %d: results changed:\n%v\n%v", sv, after.rows, before.rows)
+				}
+				var started, completed int
+				err = st.ScanFacts(context.Background(), store.FactScan{TenantID: tenant, Types: projection.FactTypes()}, func(f *store.Fact) error {
+					switch f.Type {
+					case projection.MigrationStarted:
+						started++
+					case projection.MigrationCompleted:
+						completed++
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if started != i+1 || completed != i+1 {
+					t.Errorf("after migration %d: %d started and %d completed facts", i+1, started, completed)
+				}
+			}
+		})
+	}
+}

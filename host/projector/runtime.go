@@ -1,0 +1,237 @@
+package projector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/factline/factline/host/projection"
+	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/stream"
+)
+
+// runtime is one config version at work: its engine, and the stream
+// consumer that feeds the engine's cached state.
+type runtime struct {
+	s        *Service
+	tenant   string
+	configID string
+	version  int64
+	key      string
+	engine   *projection.Engine
+	source   string
+	types    map[string]bool
+	rollups  bool
+	// materialized is false for a projection with materialize: false: it
+	// has no state and no consumer and answers compute queries only.
+	materialized bool
+
+	pos    atomic.Int64 // global position of the last fact handled
+	target atomic.Int64 // stream head when the runtime started; -1 unknown
+	ready  atomic.Bool
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
+	settings := c.versioned.Settings
+	rt := &runtime{
+		s: s, tenant: c.cfg.TenantID, configID: c.cfg.ID, version: c.cfg.Version, key: key,
+		source: settings.Source, types: map[string]bool{}, materialized: settings.Materialize,
+		rollups: settings.Rollup != nil && settings.Rollup.Enabled,
+	}
+	for _, t := range settings.FactTypes {
+		rt.types[t] = true
+	}
+	rt.target.Store(-1)
+	e, err := projection.NewEngineFromVersioned(c.versioned, projection.EngineOptions{
+		State:   s.opts.State,
+		Source:  factSource{st: s.opts.Store, tenant: rt.tenant, entityType: rt.source, types: settings.FactTypes},
+		Emitter: emitter{st: s.opts.Store, tenant: rt.tenant},
+		Now:     s.opts.Now,
+		Logger:  s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt.engine = e
+	if !rt.materialized {
+		rt.ready.Store(true)
+	}
+	return rt, nil
+}
+
+func (rt *runtime) consumerName() string { return "projection:" + rt.key }
+
+func (rt *runtime) isReady() bool { return rt.ready.Load() }
+
+// inheritReady carries readiness over from the runtime this one replaces
+// on the same cached state.
+func (rt *runtime) inheritReady(old *runtime) {
+	if old.isReady() {
+		rt.ready.Store(true)
+	}
+}
+
+// start runs the stream consumer (and the rollup timer) until halt.
+func (rt *runtime) start(parent context.Context) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !rt.materialized || rt.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(parent)
+	rt.cancel, rt.done = cancel, make(chan struct{})
+	go func() {
+		defer close(rt.done)
+		var wg sync.WaitGroup
+		if rt.rollups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rt.rollupLoop(ctx)
+			}()
+		}
+		rt.run(ctx)
+		wg.Wait()
+	}()
+}
+
+// halt stops the runtime and waits for it; it can be called more than once.
+func (rt *runtime) halt() {
+	rt.mu.Lock()
+	cancel, done := rt.cancel, rt.done
+	rt.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (rt *runtime) run(ctx context.Context) {
+	st := rt.s.opts.Store
+	// Ready once the consumer reaches the head it sees now: from then on
+	// the projection lags the stream only by what is in flight.
+	for ctx.Err() == nil {
+		cp, err := st.GetCheckpoint(ctx, rt.consumerName())
+		if err == nil {
+			var head int64
+			if head, err = st.HeadPosition(ctx); err == nil {
+				rt.pos.Store(cp)
+				rt.target.Store(head)
+				rt.checkReady()
+				break
+			}
+		}
+		rt.s.log.Warn("projection: read stream position; retrying", "state_key", rt.key, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	c := &stream.Consumer{
+		Name:         rt.consumerName(),
+		Store:        st,
+		Handler:      rt.handle,
+		BatchSize:    rt.s.opts.BatchSize,
+		PollInterval: rt.s.opts.PollInterval,
+		Logger:       rt.s.log,
+		Metrics:      rt.s.opts.Metrics,
+	}
+	if err := c.Run(ctx); err != nil {
+		rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
+	}
+}
+
+func (rt *runtime) checkReady() {
+	if t := rt.target.Load(); t >= 0 && rt.pos.Load() >= t {
+		rt.ready.Store(true)
+	}
+}
+
+// handle feeds the facts of the projection's tenant, source entity type
+// and fact types to the engine. A fact already recorded changes nothing,
+// so a replayed batch is harmless.
+func (rt *runtime) handle(ctx context.Context, facts []store.Fact) error {
+	batch := make([]projection.Fact, 0, len(facts))
+	for i := range facts {
+		f := &facts[i]
+		if f.TenantID != rt.tenant || f.EntityType != rt.source || !rt.types[f.Type] {
+			continue
+		}
+		pf, err := toProjectionFact(f)
+		if err != nil {
+			// Stored data is always a JSON object; a fact the engine cannot
+			// read is reported and left out rather than stopping the stream.
+			rt.s.log.Error("projection: fact data unreadable; fact skipped", "state_key", rt.key, "fact_id", f.ID, "err", err)
+			continue
+		}
+		batch = append(batch, pf)
+	}
+	if len(batch) > 0 {
+		if _, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key}); err != nil {
+			return fmt.Errorf("projection %s: %w", rt.key, err)
+		}
+	}
+	rt.pos.Store(facts[len(facts)-1].Position)
+	rt.checkReady()
+	return nil
+}
+
+func (rt *runtime) rollupLoop(ctx context.Context) {
+	t := time.NewTicker(rt.s.opts.RollupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := rt.engine.Rollup(ctx, rt.key, nil); err != nil && ctx.Err() == nil {
+				rt.s.log.Warn("projection: rollup failed", "state_key", rt.key, "err", err)
+			}
+		}
+	}
+}
+
+func toProjectionFact(f *store.Fact) (projection.Fact, error) {
+	data, err := projection.DecodeData(f.Data)
+	if err != nil {
+		return projection.Fact{}, err
+	}
+	return projection.Fact{ID: f.ID, Type: f.Type, Subtype: f.Subtype, Timestamp: f.Timestamp, Data: data}, nil
+}
+
+// factSource reads a projection's source facts from the store for compute
+// and verify queries.
+type factSource struct {
+	st         store.Store
+	tenant     string
+	entityType string
+	types      []string
+}
+
+func (fs factSource) Facts(ctx context.Context, from, to int64, fn func(projection.Fact) error) error {
+	return fs.st.ScanFacts(ctx, store.FactScan{TenantID: fs.tenant, Types: fs.types, EntityType: fs.entityType, From: from, To: to},
+		func(f *store.Fact) error {
+			pf, err := toProjectionFact(f)
+			if err != nil {
+				return fmt.Errorf("fact %s: %w", f.ID, err)
+			}
+			return fn(pf)
+		})
+}
+
+// jsonObject encodes a fact's data for the store.
+func jsonObject(m map[string]any) (json.RawMessage, error) {
+	if m == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return json.Marshal(m)
+}
