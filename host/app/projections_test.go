@@ -178,7 +178,7 @@ func TestProjectionsEndToEnd(t *testing.T) {
 				t.Fatalf("invalid projection config: %d %v", code, body)
 			}
 			fields := strings.Join(fieldsOf(body), " ")
-			for _, f := range []string{"settings.factTypes", "settings.timeWindow", "settings.aggregations[0].function", "settings.storageVersion", "name"} {
+			for _, f := range []string{"settings.source", "settings.factTypes", "settings.timeWindow", "settings.aggregations[0].function", "settings.storageVersion", "name"} {
 				if !strings.Contains(fields, f) {
 					t.Errorf("invalid projection config: no error for %s in %v", f, body["errors"])
 				}

@@ -35,7 +35,7 @@ func (s *Service) RegisterConfigType(p *platform.Service) {
 // active projection of the tenant (queries find projections by name).
 func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.ConfigInput, _ bool) []problem.FieldError {
 	var errs []problem.FieldError
-	cfg, ferrs := parseSettings(in.Settings)
+	_, ferrs := parseSettings(in.Settings)
 	errs = append(errs, ferrs...)
 	switch in.ScopeType {
 	case "", ScopePlatform:
@@ -44,11 +44,12 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 		errs = append(errs, problem.FieldError{Field: "scope_type", Code: problem.CodeEnum,
 			Message: "scope_type of a projection must be platform (or omitted)"})
 	}
-	if cfg != nil && s.opts.EntityTypes != nil {
+	// Checked even when other settings are wrong, so every problem shows.
+	if source, ok := in.Settings["source"].(string); ok && source != "" && s.opts.EntityTypes != nil {
 		known := s.opts.EntityTypes()
-		if !contains(known, cfg.Source) {
+		if !contains(known, source) {
 			errs = append(errs, problem.FieldError{Field: "settings.source", Code: problem.CodeEnum,
-				Message: fmt.Sprintf("source %q is not a declared entity type (declared: %s)", cfg.Source, strings.Join(known, ", "))})
+				Message: fmt.Sprintf("source %q is not a declared entity type (declared: %s)", source, strings.Join(known, ", "))})
 		}
 	}
 	if in.Name != "" {
