@@ -6,70 +6,24 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/factline/factline/host/store"
 )
 
 //go:embed migrations/*.sql
 var embeddedMigrations embed.FS
 
 // migrationFS holds the migrations applied by Open.
-var migrationFS = mustSub(embeddedMigrations, "migrations")
-
-func mustSub(fsys fs.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err)
-	}
-	return sub
-}
+var migrationFS = store.MigrationsDir(embeddedMigrations, "migrations")
 
 // migrationLockKey is the pg_advisory_xact_lock key that serialises
 // migrations of one database ("factline" in ASCII, as a number). Advisory
 // locks are per database, so databases on one server do not contend.
 const migrationLockKey int64 = 0x666163746c696e65
-
-// migration is one versioned schema change, read from a file named
-// NNNN_description.sql.
-type migration struct {
-	version int64
-	name    string
-	sql     string
-}
-
-// loadMigrations reads every *.sql file at the root of fsys, ordered by
-// version. Versions must be positive and unique.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	seen := map[int64]string{}
-	for _, name := range names {
-		prefix, _, ok := strings.Cut(strings.TrimSuffix(name, ".sql"), "_")
-		v, err := strconv.ParseInt(prefix, 10, 64)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %q: name must be NNNN_description.sql", name)
-		}
-		if other, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %q and %q share version %d", other, name, v)
-		}
-		seen[v] = name
-		body, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(body)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return int(a.version - b.version) })
-	return ms, nil
-}
 
 // migrate applies the migrations of fsys that the database has not recorded
 // yet. Each runs in its own transaction, which takes the migration advisory
@@ -78,13 +32,13 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // commit. Running migrate again is a no-op. A database that has a version
 // this binary does not know is refused rather than written to.
 func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.Logger) error {
-	ms, err := loadMigrations(fsys)
+	ms, err := store.LoadMigrations(fsys)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
 	known := int64(0)
 	if len(ms) > 0 {
-		known = ms[len(ms)-1].version
+		known = ms[len(ms)-1].Version
 	}
 	for _, m := range ms {
 		applied := false
@@ -106,28 +60,28 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.L
 				return fmt.Errorf("database schema is at version %d, newer than this binary's %d", latest, known)
 			}
 			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&done); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
 				return err
 			}
 			if done {
 				return nil
 			}
 			// Simple protocol: a file may hold several statements.
-			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
-				m.version, time.Now().UnixMilli()); err != nil {
+				m.Version, time.Now().UnixMilli()); err != nil {
 				return err
 			}
 			applied = true
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.name, err)
+			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
 		}
 		if applied {
-			logger.Info("postgres: applied migration", "version", m.version, "name", m.name)
+			logger.Info("postgres: applied migration", "version", m.Version, "name", m.Name)
 		}
 	}
 	return nil

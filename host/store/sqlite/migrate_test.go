@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/fstest"
+
+	"github.com/factline/factline/host/store"
 )
 
 func openRaw(t *testing.T) *sql.DB {
@@ -99,12 +101,12 @@ func TestLoadMigrationsRejectsBadNames(t *testing.T) {
 		"duplicate":  {"0001_a.sql": {}, "1_b.sql": {}},
 		"no summary": {"0001.sql": {}},
 	} {
-		if _, err := loadMigrations(fsys); err == nil {
+		if _, err := store.LoadMigrations(fsys); err == nil {
 			t.Errorf("%s: got nil error", name)
 		}
 	}
-	ms, err := loadMigrations(migrationFS)
-	if err != nil || len(ms) == 0 || ms[0].version != 1 {
+	ms, err := store.LoadMigrations(migrationFS)
+	if err != nil || len(ms) == 0 || ms[0].Version != 1 {
 		t.Fatalf("embedded migrations: %v, %v", ms, err)
 	}
 }
