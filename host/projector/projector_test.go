@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func stateFor(t *testing.T, backend string) projection.CachedState {
 
 func newService(t *testing.T, st store.Store, state projection.CachedState) *projector.Service {
 	t.Helper()
-	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond,
+	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond, SweepInterval: 200 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +312,75 @@ func TestStorageVersionChangeMigrates(t *testing.T) {
 				if started != i+1 || completed != i+1 {
 					t.Errorf("after migration %d: %d started and %d completed facts", i+1, started, completed)
 				}
+			}
+		})
+	}
+}
+
+// TestLeftOverStateIsSwept: a process that stops after a new version
+// started backfilling, but before it retired the old version, leaves the
+// old version's cached state and checkpoint behind; the next process
+// deletes them once the new version is ready, and keeps its own.
+func TestLeftOverStateIsSwept(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			st := teststore.Open(t, backend)
+			state := stateFor(t, backend)
+			ctx := context.Background()
+			createContact(t, st, "c1")
+			factSeq.Lock()
+			base := factSeq.n
+			factSeq.Unlock()
+			appendCalls(t, st, 100)
+			createConfig(t, st, "cfg_calls", 2)
+			s1 := newService(t, st, state)
+			waitConsistent(t, s1, calls(base, 100))
+			s1.Stop()
+			oldCPs, err := st.ListCheckpoints(ctx)
+			if err != nil || len(oldCPs) != 1 {
+				t.Fatalf("checkpoints after the first process: %v, %v", oldCPs, err)
+			}
+			var oldKey string
+			for name := range oldCPs {
+				oldKey = strings.TrimPrefix(name, "projection:")
+			}
+			if keys, err := state.Keys(ctx, oldKey); err != nil || len(keys) == 0 {
+				t.Fatalf("cached state of the first version: %v, %v", keys, err)
+			}
+
+			// Version 2 aggregates differently: new state.
+			cur, err := st.GetConfig(ctx, tenant, "cfg_calls")
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := *cur
+			next.Version++
+			next.Settings = json.RawMessage(strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"hour"`, 1))
+			if err := st.PutConfigVersion(ctx, &next); err != nil {
+				t.Fatal(err)
+			}
+			s2 := newService(t, st, state)
+			waitConsistent(t, s2, calls(base, 100))
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				cps, err := st.ListCheckpoints(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, oldThere := cps["projection:"+oldKey]
+				if !oldThere && len(cps) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("left-over checkpoint never swept: %v", cps)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if v, err := state.StorageVersion(ctx, oldKey); err != nil || v != 0 {
+				t.Errorf("left-over cached state: storage version %d, %v; want none", v, err)
+			}
+			if got := query(t, s2, "materialized", true); fmt.Sprint(got.rows[0].(map[string]any)["count"]) != fmt.Sprint(calls(base, 100)) {
+				t.Errorf("the current version lost state in the sweep: %v", got.rows)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ type Options struct {
 	// RollupInterval is how often projections with rollups seal finished
 	// buckets when no facts arrive (default 30 s).
 	RollupInterval time.Duration
+	// SweepInterval spaces the searches for cached state and checkpoints
+	// left over by a process that stopped mid-way (default 1 min).
+	SweepInterval time.Duration
 	// PollInterval is the stream consumers' fallback wake-up (default 2 s).
 	PollInterval time.Duration
 	// BatchSize bounds the facts of one stream batch (default 512).
@@ -47,12 +51,13 @@ type Service struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	tracked  map[ref]*tracked
-	bad      map[string]bool // config versions that failed to compile, logged once
-	ctx      context.Context // the context runtimes run under; nil before Start
-	stop     context.CancelFunc
-	loopDone chan struct{}
+	mu        sync.Mutex
+	tracked   map[ref]*tracked
+	bad       map[string]bool // config versions that failed to compile, logged once
+	lastSweep time.Time
+	ctx       context.Context // the context runtimes run under; nil before Start
+	stop      context.CancelFunc
+	loopDone  chan struct{}
 }
 
 // ref names one projection config.
@@ -80,6 +85,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.RollupInterval <= 0 {
 		opts.RollupInterval = 30 * time.Second
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Minute
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 512
@@ -180,9 +188,64 @@ func (s *Service) Sync(ctx context.Context) error {
 			t.previous = nil
 		}
 	}
+	sweep := time.Since(s.lastSweep) >= s.opts.SweepInterval
+	if sweep {
+		s.lastSweep = time.Now()
+	}
 	s.mu.Unlock()
 	s.retire(ctx, retire...)
+	if sweep {
+		return s.sweep(ctx, live)
+	}
 	return nil
+}
+
+// sweep deletes the cached state and checkpoints that no runtime will use
+// again: those of archived projections and of superseded versions whose
+// successor is ready. They are left over when a process stops between
+// starting a new version and retiring the old one. State in use by another
+// process is never touched: every process retires the same keys.
+func (s *Service) sweep(ctx context.Context, live map[ref]bool) error {
+	cps, err := s.opts.Store.ListCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	var stale []*runtime
+	s.mu.Lock()
+	for name := range cps {
+		r, key, ok := parseConsumer(name)
+		if !ok {
+			continue
+		}
+		t := s.tracked[r]
+		switch {
+		case !live[r]:
+		case t == nil || t.current == nil || !t.current.isReady() || t.current.key == key:
+			continue
+		case t.previous != nil && t.previous.key == key:
+			continue
+		}
+		stale = append(stale, &runtime{s: s, tenant: r.tenant, configID: r.id, key: key})
+	}
+	s.mu.Unlock()
+	s.retire(ctx, stale...)
+	return nil
+}
+
+// parseConsumer reads a projection consumer name back into its config and
+// state key ("projection:<tenant>:<config id>:<fingerprint>"; tenant ids
+// have no ':').
+func parseConsumer(name string) (ref, string, bool) {
+	key, ok := strings.CutPrefix(name, "projection:")
+	if !ok {
+		return ref{}, "", false
+	}
+	tenant, rest, ok := strings.Cut(key, ":")
+	i := strings.LastIndexByte(rest, ':')
+	if !ok || i <= 0 {
+		return ref{}, "", false
+	}
+	return ref{tenant, rest[:i]}, key, true
 }
 
 // apply makes the runtimes of one config match its stored version c.
