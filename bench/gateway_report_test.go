@@ -105,14 +105,16 @@ func (r *gwReport) markdown() string {
 	w("Server: the `factline` binary built from this tree (`go build -trimpath ./cmd/factline`) and run as its own " +
 		"process, as in production: `factline serve --database-url … --redis-url … --manifest gateway.yaml " +
 		"--addr 127.0.0.1:0 --ratelimit-fail-open=false`, default log level (one JSON line per request on stderr, " +
-		"written to a file). The manifest has one route:\n\n")
+		"which factline writes in batches, here to a file). The manifest has one route:\n\n")
 	w("```yaml\n%s```\n\n", gwManifest)
-	w("`rpm` is %s, the most the manifest accepts; its burst of as many requests is never used up by a run, so the "+
-		"limit is evaluated on every request (one GCRA script round trip to Redis) and refuses none. Failing closed "+
-		"turns any Redis failure into a 503, which the non-2xx check below would count. The API key comes from "+
-		"`factline keys create --tenant %s --mode live`, the account from `POST /v1/entities`; every request is "+
-		"`GET /v1/accounts/%s` with `X-API-Key`: key check (cached in the process after the first request), the "+
-		"Redis limit, the entity read from PostgreSQL, the `{data, meta}` envelope (%d bytes).\n\n",
+	w("`rpm` is %s, the most the manifest accepts; its burst of as many requests is never used up by a run (the "+
+		"limiter's Redis keys are deleted before each Factline attempt), so the limit is evaluated on every request "+
+		"and refuses none: GCRA in Redis, where at this limit one script call leases up to 64 admissions of the hot "+
+		"key to the process (docs/decisions.md). Failing closed turns any Redis failure into a 503, which the non-2xx "+
+		"check below would count. The API key comes from `factline keys create --tenant %s --mode live`, the account "+
+		"from `POST /v1/entities`; every request is `GET /v1/accounts/%s` with `X-API-Key`: key check (cached in the "+
+		"process after the first request), the Redis limit, the entity read (PostgreSQL, through the process's entity "+
+		"cache, which PostgreSQL change notifications keep current), the `{data, meta}` envelope (%d bytes).\n\n",
 		formatInt(gwRPM), benchTenant, gwEntity, len(r.Probe.Body))
 	w("Baseline: a fiber v2 app with nothing but one handler on the same path that returns the body captured from " +
 		"the route (same bytes, same `Content-Type`), served from the Go test process on its own loopback port.\n\n")

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/factline/factline/host/app"
+	"github.com/factline/factline/host/ratelimit"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -111,11 +112,14 @@ func TestGatewayThroughput(t *testing.T) {
 
 	mon := newMonitor(ctx, openPool(t, dbURL, 1, "factline-bench-gateway-monitor"))
 	redisPID := findRedisPID(redisURL)
-	measureOnce := func(name, target string, headers []string, serverPID int) *gwRun {
+	measureOnce := func(name, target string, headers []string, serverPID int, prepare func()) *gwRun {
 		a := wrkArgs{Threads: rep.Threads, Conns: p.Clients, Duration: p.Warmup, Timeout: 5 * time.Second, Headers: headers, URL: target}
 		// Wait for other work on the machine to settle; what remains is
 		// reported.
 		busy, waited := waitQuiet(ctx, p.QuietWait)
+		if prepare != nil {
+			prepare()
+		}
 		if p.Warmup > 0 {
 			t.Logf("%s: warm-up, wrk %s", name, strings.Join(redactKey(a.command(), key), " "))
 			if _, err := runWrk(ctx, wrkBin, a); err != nil {
@@ -142,10 +146,10 @@ func TestGatewayThroughput(t *testing.T) {
 	}
 	// measure repeats a run that other processes disturbed (p.Retries
 	// times at most) and keeps the least disturbed one.
-	measure := func(name, target string, headers []string, serverPID int) *gwRun {
+	measure := func(name, target string, headers []string, serverPID int, prepare func()) *gwRun {
 		var best *gwRun
 		for attempt := 1; ; attempt++ {
-			r := measureOnce(name, target, headers, serverPID)
+			r := measureOnce(name, target, headers, serverPID, prepare)
 			if best == nil || r.CPU.OtherCores() < best.CPU.OtherCores() {
 				best = r
 			}
@@ -157,8 +161,12 @@ func TestGatewayThroughput(t *testing.T) {
 		}
 	}
 
-	rep.Bare = measure("bare fiber handler", bareURL, nil, os.Getpid())
-	rep.Product = measure("factline", routeURL, []string{"X-API-Key: " + key}, srv.cmd.Process.Pid)
+	rep.Bare = measure("bare fiber handler", bareURL, nil, os.Getpid(), nil)
+	// Every attempt starts with the limit's whole allowance: a warm-up
+	// and a measured run take most of a minute's 1,000,000 requests, and
+	// a repeated attempt would otherwise run into the limit.
+	rep.Product = measure("factline", routeURL, []string{"X-API-Key: " + key}, srv.cmd.Process.Pid,
+		func() { resetLimits(t, redisURL) })
 
 	// The route still answers after the run (the limit was not exhausted).
 	after := probeRoute(t, routeURL, key)
@@ -182,6 +190,26 @@ func TestGatewayThroughput(t *testing.T) {
 
 	if prof := os.Getenv("BENCH_GATEWAY_CPUPROFILE"); prof != "" {
 		profileInProcess(t, wrkBin, rep.Threads, p, dbURL, redisURL, manifestPath, tmp, key, prof)
+	}
+}
+
+// resetLimits deletes the rate limiter's keys, as if no request had been
+// counted yet.
+func resetLimits(t *testing.T, redisURL string) {
+	t.Helper()
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := t.Context()
+	keys, err := c.Keys(ctx, ratelimit.DefaultPrefix+"*").Result()
+	if err == nil && len(keys) > 0 {
+		err = c.Del(ctx, keys...).Err()
+	}
+	if err != nil {
+		t.Fatalf("reset the rate limits: %v", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,10 +37,41 @@ var Modes = []string{ModeLive, ModeTest, ModeAdmin}
 // must not tell them apart to clients.
 var ErrInvalidKey = errors.New("invalid or missing API key")
 
-var (
-	keyShapeRe = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*_[A-Za-z0-9]{16,128}$`)
-	tenantRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$`)
-)
+var tenantRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$`)
+
+// wellFormed reports whether key has the shape of a key,
+// ^[a-z][a-z0-9]*(_[a-z0-9]+)*_[A-Za-z0-9]{16,128}$: lowercase words joined
+// by single underscores, then an underscore and 16 to 128 letters and
+// digits. It runs on every authenticated request, so it is written out
+// rather than matched with a regular expression.
+func wellFormed(key string) bool {
+	last := strings.LastIndexByte(key, '_')
+	if last < 1 {
+		return false
+	}
+	secret := key[last+1:]
+	if len(secret) < 16 || len(secret) > 128 {
+		return false
+	}
+	for i := 0; i < len(secret); i++ {
+		if c := secret[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	prefix := key[:last]
+	if c := prefix[0]; c < 'a' || c > 'z' {
+		return false
+	}
+	for i := 1; i < len(prefix); i++ {
+		switch c := prefix[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '_' && prefix[i-1] != '_' && i < len(prefix)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Principal is the authenticated caller.
 type Principal struct {
@@ -117,7 +149,7 @@ type Authenticator struct {
 	now  func() time.Time
 
 	mu    sync.Mutex
-	cache map[string]cached
+	cache map[[sha256.Size]byte]cached // by the key's SHA-256
 }
 
 type cached struct {
@@ -136,18 +168,18 @@ const maxCached = 10000
 
 // NewAuthenticator returns an Authenticator over a key store.
 func NewAuthenticator(keys store.KeyStore) *Authenticator {
-	return &Authenticator{keys: keys, ttl: CacheTTL, now: time.Now, cache: map[string]cached{}}
+	return &Authenticator{keys: keys, ttl: CacheTTL, now: time.Now, cache: map[[sha256.Size]byte]cached{}}
 }
 
 // Authenticate returns the principal of a key, or ErrInvalidKey.
 func (a *Authenticator) Authenticate(ctx context.Context, key string) (*Principal, error) {
-	if !keyShapeRe.MatchString(key) {
+	if !wellFormed(key) {
 		return nil, ErrInvalidKey
 	}
-	h := Hash(key)
+	sum := sha256.Sum256([]byte(key))
 	now := a.now()
 	a.mu.Lock()
-	c, ok := a.cache[h]
+	c, ok := a.cache[sum]
 	a.mu.Unlock()
 	if ok && now.Before(c.expires) {
 		if c.p == nil {
@@ -155,7 +187,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*Principa
 		}
 		return c.p, nil
 	}
-	rec, err := a.keys.GetAPIKeyByHash(ctx, h)
+	rec, err := a.keys.GetAPIKeyByHash(ctx, hex.EncodeToString(sum[:]))
 	var p *Principal
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -172,7 +204,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (*Principa
 	if len(a.cache) >= maxCached {
 		clear(a.cache)
 	}
-	a.cache[h] = cached{p: p, expires: now.Add(ttl)}
+	a.cache[sum] = cached{p: p, expires: now.Add(ttl)}
 	a.mu.Unlock()
 	if p == nil {
 		return nil, ErrInvalidKey

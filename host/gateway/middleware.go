@@ -72,7 +72,7 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 func (s *Server) observe(c *fiber.Ctx) (err error) {
 	start := time.Now()
 	rid := c.Get(HeaderRequestID)
-	if !requestIDRe.MatchString(rid) {
+	if rid == "" || !requestIDRe.MatchString(rid) {
 		rid = id.New(id.Request)
 	} else {
 		rid = string([]byte(rid)) // header memory is reused by fasthttp
@@ -84,8 +84,8 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 		// Installing a plugin compiles it: seconds, more on a busy host.
 		timeout = max(timeout, 5*time.Minute)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	ctx := newRequestContext(timeout)
+	defer ctx.cancel()
 	c.SetUserContext(ctx)
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
@@ -110,35 +110,82 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 	}
 
 	status := c.Response().StatusCode()
-	// fasthttp reuses these buffers: label values must be copies.
-	route := strings.Clone(routeLabel(c))
-	method := strings.Clone(c.Method())
-	elapsed := time.Since(start)
-	s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	// Label values outlive the request: routeLabel's are route patterns
+	// and methodLabel's constants, never fasthttp's reused memory.
+	route := routeLabel(c)
+	method := methodLabel(c.Method())
+	end := time.Now()
+	elapsed := end.Sub(start)
+	s.metrics.requests.WithLabelValues(method, route, statusLabel(status)).Inc()
 	s.metrics.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
-	attrs := []slog.Attr{
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	// The record goes to the handler directly: Logger.LogAttrs would also
+	// capture the caller's stack for a source the handler does not print.
+	h := s.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return nil
+	}
+	rec := slog.NewRecord(end, level, "request", 0)
+	// One AddAttrs call: the record keeps five attributes inline and
+	// grows its spill slice once per call.
+	attrs := [...]slog.Attr{
 		slog.String("request_id", rid),
 		slog.String("method", method),
 		slog.String("route", route),
 		slog.String("path", c.Path()),
 		slog.Int("status", status),
 		slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
+		{}, {},
 	}
+	n := 6
 	if p := principal(c); p != nil {
-		attrs = append(attrs, slog.String("tenant", p.TenantID))
+		attrs[n] = slog.String("tenant", p.TenantID)
+		n++
 	}
-	level := slog.LevelInfo
 	if status >= 500 {
-		level = slog.LevelError
 		var pe *problem.Error
 		if errors.As(err, &pe) && pe.Err != nil {
-			attrs = append(attrs, slog.String("err", pe.Err.Error()))
+			attrs[n] = slog.String("err", pe.Err.Error())
+			n++
 		} else if err != nil {
-			attrs = append(attrs, slog.String("err", err.Error()))
+			attrs[n] = slog.String("err", err.Error())
+			n++
 		}
 	}
-	s.log.LogAttrs(ctx, level, "request", attrs...)
+	rec.AddAttrs(attrs[:n]...)
+	_ = h.Handle(ctx, rec)
 	return nil
+}
+
+// methodLabel returns the constant spelling of a standard method; others
+// (which fiber answers 501 anyway) are copied.
+func methodLabel(m string) string {
+	for _, std := range []string{fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodPatch, fiber.MethodDelete,
+		fiber.MethodHead, fiber.MethodOptions, fiber.MethodConnect, fiber.MethodTrace} {
+		if m == std {
+			return std
+		}
+	}
+	return strings.Clone(m)
+}
+
+// statusLabels are the status label values, made once.
+var statusLabels = func() []string {
+	l := make([]string, 600)
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+func statusLabel(status int) string {
+	if status >= 0 && status < len(statusLabels) {
+		return statusLabels[status]
+	}
+	return strconv.Itoa(status)
 }
 
 // routeLabel is the matched route pattern, bounded in cardinality.

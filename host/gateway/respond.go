@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -46,7 +47,80 @@ func jsonMarshal(v any) ([]byte, error) {
 
 // envelope renders a success body.
 func envelope(c *fiber.Ctx, data any) ([]byte, error) {
-	return jsonMarshal(Envelope{Data: data, Meta: Meta{RequestID: requestID(c), Timestamp: time.Now().UnixMilli()}})
+	meta := Meta{RequestID: requestID(c), Timestamp: time.Now().UnixMilli()}
+	if v, ok := data.(platform.EntityView); ok {
+		n := 256 + len(v.ID) + len(v.Type) + len(v.TenantID) + len(v.Data) + len(v.Metadata) + len(meta.RequestID)
+		if b, ok := appendEntityEnvelope(make([]byte, 0, n), &v, meta); ok {
+			return b, nil
+		}
+	}
+	return jsonMarshal(Envelope{Data: data, Meta: meta})
+}
+
+// appendEntityEnvelope renders the envelope of an entity, the body of
+// every entity read, byte for byte as jsonMarshal does, without its
+// reflection. ok is false when a string would need escaping (jsonMarshal
+// then does it) or a JSON field is malformed.
+func appendEntityEnvelope(b []byte, v *platform.EntityView, m Meta) (_ []byte, ok bool) {
+	b = append(b, `{"data":{"id":`...)
+	if b, ok = appendPlainString(b, v.ID); !ok {
+		return nil, false
+	}
+	b = append(b, `,"type":`...)
+	if b, ok = appendPlainString(b, v.Type); !ok {
+		return nil, false
+	}
+	b = append(b, `,"tenant_id":`...)
+	if b, ok = appendPlainString(b, v.TenantID); !ok {
+		return nil, false
+	}
+	b = append(b, `,"version":`...)
+	b = strconv.AppendInt(b, v.Version, 10)
+	b = append(b, `,"data":`...)
+	if b, ok = appendCompact(b, v.Data); !ok {
+		return nil, false
+	}
+	b = append(b, `,"metadata":`...)
+	if b, ok = appendCompact(b, v.Metadata); !ok {
+		return nil, false
+	}
+	b = append(b, `,"created_at":`...)
+	b = strconv.AppendInt(b, v.CreatedAt, 10)
+	b = append(b, `,"updated_at":`...)
+	b = strconv.AppendInt(b, v.UpdatedAt, 10)
+	b = append(b, `},"meta":{"request_id":`...)
+	if b, ok = appendPlainString(b, m.RequestID); !ok {
+		return nil, false
+	}
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, m.Timestamp, 10)
+	return append(b, `}}`...), true
+}
+
+// appendPlainString appends s quoted when encoding/json would write it
+// unchanged: printable ASCII other than " and \.
+func appendPlainString(b []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return nil, false
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), true
+}
+
+// appendCompact appends a JSON value as encoding/json writes a
+// json.RawMessage: compacted; null when nil.
+func appendCompact(b []byte, raw json.RawMessage) ([]byte, bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, false
+	}
+	return buf.Bytes(), true
 }
 
 // respond writes data in the envelope with a status.

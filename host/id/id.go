@@ -33,7 +33,14 @@ var (
 // New returns a fresh identifier with the given prefix, for example
 // "fct_01JD3X8Y9Z...".
 func New(prefix string) string {
-	return prefix + "_" + NewULID(time.Now()).String()
+	var text [ulid.EncodedSize]byte
+	_ = NewULID(time.Now()).MarshalTextTo(text[:]) // fails only on a short buffer
+	var b strings.Builder
+	b.Grow(len(prefix) + 1 + len(text))
+	b.WriteString(prefix)
+	b.WriteByte('_')
+	b.Write(text[:])
+	return b.String()
 }
 
 // NewULID returns a ULID for time t, monotonic within this process.

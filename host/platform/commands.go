@@ -132,7 +132,9 @@ func (s *Service) rebuildOne(ctx context.Context, tenant string, e *store.Entity
 	if jsonEqual(state, e.State) {
 		return false, n, nil
 	}
-	if err := s.store.SetEntityState(ctx, tenant, e.ID, state); err != nil {
+	err := s.store.SetEntityState(ctx, tenant, e.ID, state)
+	s.changed(tenant, e.ID)
+	if err != nil {
 		return false, n, storeErr("rebuild: set state", err)
 	}
 	return true, n, nil

@@ -69,7 +69,9 @@ func (s *Service) CreateEntity(ctx context.Context, tenant string, in CreateEnti
 	if in.Metadata != nil {
 		e.Metadata = mustJSON(in.Metadata)
 	}
-	if err := s.store.CreateEntity(ctx, e); err != nil {
+	err = s.store.CreateEntity(ctx, e)
+	s.changed(tenant, e.ID)
+	if err != nil {
 		if errors.Is(err, store.ErrAlreadyExists) {
 			return nil, problem.Newf(problem.Conflict, "Entity %s already exists", in.ID)
 		}
@@ -80,6 +82,12 @@ func (s *Service) CreateEntity(ctx context.Context, tenant string, in CreateEnti
 
 // GetEntity returns an entity of the given type in the tenant. The type is
 // required by the contract (`entity_type required`).
+//
+// It reads through the entity cache when there is one: the entity may then
+// be up to a change notification old when another process changed it (this
+// process's own writes are seen at once). Its byte slices and slot pointers
+// may be shared: do not modify what they point to. Writers read with
+// LoadEntity instead.
 func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType string) (*store.Entity, error) {
 	if entityType == "" {
 		return nil, problem.New(problem.BadRequest, "entity_type required")
@@ -87,7 +95,18 @@ func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType st
 	if _, err := s.entityType(entityType); err != nil {
 		return nil, err
 	}
-	e, err := s.loadEntity(ctx, tenant, entityID)
+	var (
+		e   *store.Entity
+		err error
+	)
+	if s.cache != nil {
+		e, err = s.cache.Get(ctx, tenant, entityID, func(ctx context.Context) (*store.Entity, error) {
+			return s.store.GetEntity(ctx, tenant, entityID)
+		})
+		err = loadErr(entityID, err)
+	} else {
+		e, err = s.loadEntity(ctx, tenant, entityID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +123,21 @@ func (s *Service) LoadEntity(ctx context.Context, tenant, entityID string) (*sto
 
 func (s *Service) loadEntity(ctx context.Context, tenant, entityID string) (*store.Entity, error) {
 	e, err := s.store.GetEntity(ctx, tenant, entityID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, entityNotFound(entityID)
-	}
 	if err != nil {
-		return nil, storeErr("get entity", err)
+		return nil, loadErr(entityID, err)
 	}
 	return e, nil
+}
+
+// loadErr maps an error of store.GetEntity.
+func loadErr(entityID string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return entityNotFound(entityID)
+	}
+	return storeErr("get entity", err)
 }
 
 // UpdateEntityInput is a JSON merge patch of an entity's fields, applied
@@ -176,6 +203,7 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 		u.Metadata = mustJSON(in.Metadata)
 	}
 	e, err := s.store.UpdateEntity(ctx, u)
+	s.changed(tenant, in.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, entityNotFound(in.ID)

@@ -149,6 +149,7 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 			return nil, nil, err
 		}
 		results, err := s.appender.append(ctx, items)
+		s.changed(tenant, e.ID)
 		if err != nil {
 			return nil, nil, storeErr("append facts", err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/store/entitycache"
 )
 
 // Options configure a Service.
@@ -33,6 +34,12 @@ type Options struct {
 	// MaxBatch bounds how many fact appends are committed together
 	// (default 128).
 	MaxBatch int
+	// EntityCache bounds the read cache of GetEntity. The cache is used
+	// only with a store that announces the entity changes of every process
+	// sharing it (a store.EntityFeed: Postgres); see host/store/entitycache.
+	EntityCache entitycache.Options
+	// NoEntityCache turns the read cache off.
+	NoEntityCache bool
 }
 
 // Service is the platform. It is safe for concurrent use.
@@ -45,6 +52,11 @@ type Service struct {
 	appender *appender
 	locks    *stripedLock
 	configs  map[string]ConfigCheck
+
+	// cache serves GetEntity when the store has an entity feed; nil
+	// otherwise. stopWatch ends its feed.
+	cache     *entitycache.Cache
+	stopWatch context.CancelFunc
 }
 
 // New checks the options, applies defaults and starts the group-commit
@@ -78,13 +90,39 @@ func New(opts Options) (*Service, error) {
 	if err := s.SetDomain(opts.Domain); err != nil {
 		return nil, err
 	}
+	if feed, ok := opts.Store.(store.EntityFeed); ok && !opts.NoEntityCache {
+		c := entitycache.New(opts.EntityCache)
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := feed.WatchEntities(ctx, c); err != nil {
+			cancel()
+			return nil, fmt.Errorf("platform: entity cache: %w", err)
+		}
+		s.cache, s.stopWatch = c, cancel
+	}
 	s.appender = newAppender(opts.Store, opts.MaxBatch)
 	s.locks = newStripedLock(1024)
 	return s, nil
 }
 
-// Close stops the appender after the batches in flight are committed.
-func (s *Service) Close() { s.appender.close() }
+// Close stops the appender after the batches in flight are committed, and
+// the entity cache's feed.
+func (s *Service) Close() {
+	s.appender.close()
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+}
+
+// EntityCache returns the read cache of GetEntity, nil when there is none.
+func (s *Service) EntityCache() *entitycache.Cache { return s.cache }
+
+// changed tells the entity cache that a write to the entity has returned,
+// whatever its outcome: a write that failed may still have committed.
+func (s *Service) changed(tenant, entityID string) {
+	if s.cache != nil {
+		s.cache.Invalidate(tenant, entityID)
+	}
+}
 
 // Store returns the underlying store.
 func (s *Service) Store() store.Store { return s.store }

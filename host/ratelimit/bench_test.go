@@ -39,3 +39,25 @@ func BenchmarkMemoryAllow(b *testing.B) {
 func BenchmarkRedisAllow(b *testing.B) {
 	benchAllow(b, ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{}))
 }
+
+// benchHotKey runs Allow in parallel on one key at a large limit: the
+// gateway benchmark's load, with and without leases.
+func benchHotKey(b *testing.B, maxLease int) {
+	lim := ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{MaxLease: maxLease})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := lim.Allow(ctx, "hot", ratelimit.MaxRPM); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkRedisAllowHotKey(b *testing.B) {
+	b.Run("one call per request", func(b *testing.B) { benchHotKey(b, 1) })
+	b.Run("leased", func(b *testing.B) { benchHotKey(b, 0) })
+}

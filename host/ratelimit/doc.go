@@ -11,7 +11,10 @@
 //
 // [Redis] keeps the TAT in Redis and decides in one Lua script per request
 // (one round trip) using the server's clock, so any number of gateway
-// processes share a limit exactly even when their own clocks disagree.
+// processes share a limit exactly even when their own clocks disagree. For
+// limits of 2000 rpm and more, one script call admits a busy key's next few
+// requests at once (a lease of at most rpm/1000) for the process to hand
+// out; lease.go describes what that changes.
 // [Memory] keeps it in process for the embedded default. Both compute the
 // same decision from the same integer microsecond arithmetic, and one test
 // suite runs against both.

@@ -27,3 +27,17 @@ func (m *Memory) Len() int {
 }
 
 const HealthKey = healthKey
+
+// LeaseKeys is the number of keys a Redis limiter keeps lease state for.
+func (r *Redis) LeaseKeys() int {
+	n := 0
+	for i := range r.leases.shards {
+		s := &r.leases.shards[i]
+		s.mu.Lock()
+		n += len(s.keys)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+const LeaseTTL = leaseTTL

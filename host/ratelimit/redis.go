@@ -24,6 +24,12 @@ type RedisOptions struct {
 	FailOpen bool
 	// Logger receives the fail-open warnings; nil means slog.Default().
 	Logger *slog.Logger
+	// MaxLease is the most requests of one key a script call admits at
+	// once for this process to hand out (see lease.go); 0 means
+	// DefaultMaxLease, 1 turns leasing off. A lease is never more than
+	// rpm/1000, so limits below 2000 rpm are always decided one request
+	// per script call.
+	MaxLease int
 }
 
 // DefaultPrefix is the key prefix when RedisOptions.Prefix is empty.
@@ -45,7 +51,8 @@ var gcraScript = redis.NewScript(gcraSource)
 
 // Redis is a Limiter whose state lives in Redis, shared by every gateway
 // process that uses the same server and prefix. Each Allow is one round trip
-// (one Lua script) and decides on the server's clock.
+// (one Lua script) and decides on the server's clock, except for large
+// limits, where one round trip leases several admissions (see lease.go).
 //
 // The client's timeouts bound how long Allow waits for a failing server:
 // give it short ones (and the request a deadline) so that failing open or
@@ -56,6 +63,8 @@ type Redis struct {
 	failOpen bool
 	log      *slog.Logger
 	desc     string
+	leaseCap int
+	leases   *leaseTable
 
 	// now replaces the server clock; set only by tests.
 	now func() time.Time
@@ -71,7 +80,11 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if client == nil {
 		panic("ratelimit: NewRedis with a nil client")
 	}
-	r := &Redis{client: client, prefix: opts.Prefix, failOpen: opts.FailOpen, log: opts.Logger}
+	r := &Redis{client: client, prefix: opts.Prefix, failOpen: opts.FailOpen, log: opts.Logger,
+		leaseCap: opts.MaxLease, leases: newLeaseTable()}
+	if r.leaseCap == 0 {
+		r.leaseCap = DefaultMaxLease
+	}
 	if r.prefix == "" {
 		r.prefix = DefaultPrefix
 	}
@@ -89,7 +102,15 @@ func (r *Redis) Allow(ctx context.Context, key string, rpm int) (Decision, error
 	if err := checkRPM(rpm); err != nil {
 		return Decision{}, err
 	}
-	d, err := r.run(ctx, r.prefix+key, rpm)
+	var (
+		d   Decision
+		err error
+	)
+	if most := r.maxLease(rpm); most > 1 {
+		d, err = r.allowLeased(ctx, key, rpm, most)
+	} else {
+		d, err = r.run(ctx, r.prefix+key, rpm)
+	}
 	if err == nil {
 		return d, nil
 	}
@@ -103,24 +124,49 @@ func (r *Redis) Allow(ctx context.Context, key string, rpm int) (Decision, error
 
 // run executes the script for one request.
 func (r *Redis) run(ctx context.Context, key string, rpm int) (Decision, error) {
+	res, err := r.script(ctx, key, rpm, 1)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{
+		Allowed:    res.admitted == 1,
+		Limit:      rpm,
+		Remaining:  res.remaining,
+		RetryAfter: micros(res.retryAfter),
+		ResetAfter: micros(res.resetAfter),
+	}, nil
+}
+
+// scriptResult is what the script answered.
+type scriptResult struct {
+	admitted   int // 0..n
+	remaining  int
+	retryAfter int64 // µs
+	resetAfter int64 // µs
+}
+
+// script runs the script for n requests of key arriving together.
+func (r *Redis) script(ctx context.Context, key string, rpm, n int) (scriptResult, error) {
 	now := ""
 	if r.now != nil {
 		now = strconv.FormatInt(r.now().UnixMicro(), 10)
 	}
-	res, err := gcraScript.Run(ctx, r.client, []string{key}, rpm, interval(rpm), now).Int64Slice()
+	res, err := gcraScript.Run(ctx, r.client, []string{key}, rpm, interval(rpm), now, n).Int64Slice()
 	if err != nil {
-		return Decision{}, err
+		return scriptResult{}, err
 	}
-	if len(res) != 4 {
-		return Decision{}, fmt.Errorf("ratelimit: script returned %d values, want 4", len(res))
+	if len(res) != 4 || res[0] < 0 || res[0] > int64(n) {
+		return scriptResult{}, fmt.Errorf("ratelimit: script returned %v, want 4 values admitting 0..%d", res, n)
 	}
-	return Decision{
-		Allowed:    res[0] == 1,
-		Limit:      rpm,
-		Remaining:  int(res[1]),
-		RetryAfter: micros(res[2]),
-		ResetAfter: micros(res[3]),
-	}, nil
+	return scriptResult{admitted: int(res[0]), remaining: int(res[1]), retryAfter: res[2], resetAfter: res[3]}, nil
+}
+
+// clock is the limiter's local clock: the test clock when one is set.
+func (r *Redis) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
 }
 
 // warn logs a fail-open failure, at most once every warnEvery.

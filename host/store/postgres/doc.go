@@ -23,6 +23,12 @@
 //     connection that reconnects on failure, so a commit in any process
 //     wakes the subscribers of every process; commits made by this Store
 //     also wake its subscribers directly.
+//   - WatchEntities reports entity changes of every process to a watcher
+//     (the platform's entity read cache): UpdateEntity and SetEntityState
+//     NOTIFY factline_entities with the entity's key in the statement that
+//     writes, and fact appends are read back from the facts table after
+//     their factline_facts notification. While the listener connection is
+//     down the watcher is told it cannot rely on the feed.
 //   - The webhook outbox rides on the same machinery: an Append's outbox row
 //     is inserted in AppendFacts' second round trip, so it commits with its
 //     webhook.triggered fact; ClaimOutbox leases due rows with FOR UPDATE

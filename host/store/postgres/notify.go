@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,11 +20,13 @@ const (
 
 var errClosed = errors.New("store closed")
 
-// listener wakes the fact subscribers of one Store. It holds one dedicated
-// connection (outside the pool) that LISTENs on notifyChannel, started by
-// the first SubscribeFacts and kept until Close; when the connection fails
-// it reconnects with backoff, and every (re)connection wakes all
-// subscribers, since notifications sent while it was down are lost.
+// listener wakes the fact subscribers and entity watches of one Store. It
+// holds one dedicated connection (outside the pool) that LISTENs on
+// notifyChannel and entityChannel, started by the first SubscribeFacts or
+// WatchEntities and kept until Close; when the connection fails it
+// reconnects with backoff, and every (re)connection wakes all subscribers
+// and resynchronises every watch, since notifications sent while it was
+// down are lost.
 //
 // Every subscriber has a channel with a buffer of one: a signal is dropped
 // when one is already pending, so signals coalesce and neither the listener
@@ -34,9 +37,12 @@ type listener struct {
 
 	mu        sync.Mutex
 	subs      map[chan struct{}]func() bool // channel -> stop of its context.AfterFunc
+	watches   map[*entityWatch]struct{}
 	closed    bool
 	started   bool
 	connected bool          // a LISTEN connection is up
+	connGen   uint64        // counts the connections that came up
+	head      int64         // the highest position a notification announced
 	everUp    bool          // one has been up since the first SubscribeFacts
 	lastErr   error         // of the last failed connection
 	attempted chan struct{} // closed after the first connection attempt
@@ -49,6 +55,7 @@ func newListener(cfg *pgx.ConnConfig, logger *slog.Logger) *listener {
 		connConfig: cfg.Copy(),
 		logger:     logger,
 		subs:       make(map[chan struct{}]func() bool),
+		watches:    make(map[*entityWatch]struct{}),
 		attempted:  make(chan struct{}),
 	}
 }
@@ -76,12 +83,7 @@ func (l *listener) subscribe(ctx context.Context) (<-chan struct{}, error) {
 		l.mu.Unlock()
 		return nil, errClosed
 	}
-	if !l.started {
-		l.started = true
-		loopCtx, cancel := context.WithCancel(context.Background())
-		l.cancel, l.done = cancel, make(chan struct{})
-		go l.run(loopCtx)
-	}
+	l.startLocked()
 	attempted := l.attempted
 	l.mu.Unlock()
 
@@ -106,6 +108,17 @@ func (l *listener) subscribe(ctx context.Context) (<-chan struct{}, error) {
 	return ch, nil
 }
 
+// startLocked starts the listen loop unless it runs already; l.mu is held.
+func (l *listener) startLocked() {
+	if l.started {
+		return
+	}
+	l.started = true
+	loopCtx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	go l.run(loopCtx)
+}
+
 func (l *listener) unsubscribe(ch chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -115,7 +128,8 @@ func (l *listener) unsubscribe(ch chan struct{}) {
 	}
 }
 
-// notify signals every subscriber without blocking.
+// notify signals every subscriber and entity watch without blocking: facts
+// were committed.
 func (l *listener) notify() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -125,14 +139,64 @@ func (l *listener) notify() {
 		default:
 		}
 	}
+	for w := range l.watches {
+		w.signal()
+	}
 }
 
-// setState records the outcome of a connection attempt.
+// announced records the head position a notification carried.
+func (l *listener) announced(pos int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.head = max(l.head, pos)
+}
+
+// announcedHead is the highest position announced so far: facts up to it
+// are committed.
+func (l *listener) announcedHead() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head
+}
+
+// entityChanged forwards the payload of an entityChannel notification to
+// every entity watch.
+func (l *listener) entityChanged(payload string) {
+	tenantID, id, err := parseEntityPayload(payload)
+	if err != nil {
+		// Not one of ours, or garbled: whatever changed is unknown.
+		l.logger.Warn("postgres: unreadable entity notification; resynchronising entity watches", "payload", payload, "error", err)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for w := range l.watches {
+			w.resync()
+		}
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w := range l.watches {
+		w.entityChanged(tenantID, id)
+	}
+}
+
+// setState records the outcome of a connection attempt and tells the
+// entity watches.
 func (l *listener) setState(connected bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.connected, l.lastErr = connected, err
 	l.everUp = l.everUp || connected
+	if connected {
+		l.connGen++
+	}
+	for w := range l.watches {
+		if connected {
+			w.connected(l.connGen)
+		} else {
+			w.disconnected()
+		}
+	}
 	select {
 	case <-l.attempted:
 	default:
@@ -175,22 +239,34 @@ func (l *listener) listen(ctx context.Context) (wasUp bool, err error) {
 		defer cancel()
 		conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return false, err
+	// notifyChannel last: tests find this connection by its last
+	// statement.
+	for _, ch := range []string{entityChannel, notifyChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return false, err
+		}
 	}
 	l.setState(true, nil)
 	// Commits made while no connection was listening went unannounced.
 	l.notify()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return true, err
 		}
-		l.notify()
+		if n.Channel == entityChannel {
+			l.entityChanged(n.Payload)
+		} else {
+			if pos, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+				l.announced(pos)
+			}
+			l.notify()
+		}
 	}
 }
 
-// close stops the listen loop, closes every subscription and refuses new
-// ones.
+// close stops the listen loop, closes every subscription, ends every
+// entity watch and refuses new ones.
 func (l *listener) close() {
 	l.mu.Lock()
 	l.closed = true
@@ -200,6 +276,10 @@ func (l *listener) close() {
 		delete(l.subs, ch)
 		close(ch)
 	}
+	watches := make([]*entityWatch, 0, len(l.watches))
+	for w := range l.watches {
+		watches = append(watches, w)
+	}
 	// Wake subscribe calls waiting for a first attempt that will not come.
 	select {
 	case <-l.attempted:
@@ -207,6 +287,9 @@ func (l *listener) close() {
 		close(l.attempted)
 	}
 	l.mu.Unlock()
+	for _, w := range watches {
+		w.stop()
+	}
 	if cancel != nil {
 		cancel()
 		<-done
