@@ -219,8 +219,17 @@ func (r projRate) Rate() float64 { return float64(r.Facts) / r.Elapsed.Seconds()
 type projLatency struct {
 	Name    string
 	Buckets int
+	Target  bool // the (d) target applies
 	Lat     []time.Duration
 	CPU     projWindow
+}
+
+// misses lists how a query measurement misses the (d) target.
+func (l projLatency) misses() []string {
+	if !l.Target || l.pct(0.99) < projTargetQueryP99 {
+		return nil
+	}
+	return []string{fmt.Sprintf("p99 %s >= %s", fmtLatency(l.pct(0.99)), fmtLatency(projTargetQueryP99))}
 }
 
 func (l projLatency) pct(p float64) time.Duration {
@@ -244,7 +253,6 @@ type projReport struct {
 	Failures              []string
 	BatchOK, JSONOK       string
 	MinuteOK, RollupOK    string
-	QueryOK               string
 	Noisy                 []string
 	RollupBuckets, Sealed int
 }
@@ -661,13 +669,18 @@ func projRawNaive(t *testing.T, ctx context.Context, rdb *redis.Client, prefix s
 
 // projQueries measures (d).
 func projQueries(t *testing.T, ctx context.Context, rdb *redis.Client, rep *projReport) {
-	measure := func(name string, buckets int, e *projection.Engine, q projection.QueryOptions) {
+	// measure times queries; between, when set, runs before each query,
+	// outside the timed part.
+	measure := func(name string, buckets int, target bool, e *projection.Engine, q projection.QueryOptions, between func(i int)) {
 		projWaitQuiet(t, ctx, rdb)
 		var lat []time.Duration
 		var c0 projCPU
 		for i := 0; i < projQueryWarmups+projQueryRuns; i++ {
 			if i == projQueryWarmups {
 				c0 = projSampleCPU(ctx, rdb)
+			}
+			if between != nil {
+				between(i)
 			}
 			start := time.Now()
 			r, err := e.Query(ctx, "q", q)
@@ -684,12 +697,12 @@ func projQueries(t *testing.T, ctx context.Context, rdb *redis.Client, rep *proj
 		}
 		cpu := c0.window(projSampleCPU(ctx, rdb))
 		slices.Sort(lat)
-		rep.Queries = append(rep.Queries, projLatency{Name: name, Buckets: buckets, Lat: lat, CPU: cpu})
+		rep.Queries = append(rep.Queries, projLatency{Name: name, Buckets: buckets, Target: target, Lat: lat, CPU: cpu})
 	}
 
 	// A day of minute buckets, four facts each.
-	day := projEngine(t, strings.Replace(projMinuteYAML, "groupBy: [data.country]\n", "", 1),
-		projection.EngineOptions{State: projection.NewRedisState(rdb).WithPrefix("bench:query:minute:")})
+	dayYAML := strings.Replace(projMinuteYAML, "groupBy: [data.country]\n", "", 1)
+	day := projEngine(t, dayYAML, projection.EngineOptions{State: projection.NewRedisState(rdb).WithPrefix("bench:query:minute:")})
 	var facts []projection.Fact
 	for i := 0; i < 1440*4; i++ {
 		facts = append(facts, projection.Fact{ID: fmt.Sprint("d", i), Type: "deposit", Timestamp: projBase + int64(i)*15_000,
@@ -699,8 +712,30 @@ func projQueries(t *testing.T, ctx context.Context, rdb *redis.Client, rep *proj
 		t.Fatal(err)
 	}
 	dayEnd := projBase + 1440*60_000 - 1
-	measure("1,440 minute buckets, one per bucket", 1440, day, projection.QueryOptions{From: projBase, To: dayEnd})
-	measure("1,440 minute buckets, aggregated", 1440, day, projection.QueryOptions{From: projBase, To: dayEnd, Aggregate: true})
+	dayRange := projection.QueryOptions{From: projBase, To: dayEnd}
+	measure("1,440 minute buckets, one per bucket", 1440, true, day, dayRange, nil)
+
+	// Another process (its own client) adds a fact to one of the buckets
+	// before each query.
+	opt := rdb.Options()
+	wrdb := redis.NewClient(&redis.Options{Addr: opt.Addr, DB: opt.DB, Username: opt.Username, Password: opt.Password})
+	defer wrdb.Close()
+	writer := projEngine(t, dayYAML, projection.EngineOptions{State: projection.NewRedisState(wrdb).WithPrefix("bench:query:minute:")})
+	measure("1,440 minute buckets, one per bucket, another process writing one bucket before each query", 1440, true, day, dayRange,
+		func(i int) {
+			f := projection.Fact{ID: fmt.Sprint("w", i), Type: "deposit", Timestamp: projBase + int64(i*7919%1440)*60_000 + 1,
+				Data: map[string]any{"amount": json.Number("1.5")}}
+			if err := writer.ProcessIncremental(ctx, f, &projection.ProcessOptions{ProjectionKey: "q"}); err != nil {
+				t.Fatal(err)
+			}
+		})
+
+	// A RESP2 client cannot track keys: no query cache.
+	rdb2 := redis.NewClient(&redis.Options{Addr: opt.Addr, DB: opt.DB, Username: opt.Username, Password: opt.Password, Protocol: 2})
+	defer rdb2.Close()
+	day2 := projEngine(t, dayYAML, projection.EngineOptions{State: projection.NewRedisState(rdb2).WithPrefix("bench:query:minute:")})
+	measure("1,440 minute buckets, one per bucket, without the query cache (RESP2 client)", 1440, false, day2, dayRange, nil)
+	measure("1,440 minute buckets, aggregated", 1440, false, day, projection.QueryOptions{From: projBase, To: dayEnd, Aggregate: true}, nil)
 
 	// A year of hourly buckets, with rollups sealed to days and months.
 	yearEnd := time.UnixMilli(projBase).AddDate(1, 0, 0)
@@ -723,12 +758,12 @@ func projQueries(t *testing.T, ctx context.Context, rdb *redis.Client, rep *proj
 		t.Fatal(err)
 	}
 	rep.RollupBuckets, rep.Sealed = hours, rr.Sealed
-	measure(fmt.Sprintf("a year of hourly buckets (%s), one per bucket", formatInt(int64(hours))), hours, year,
-		projection.QueryOptions{From: projBase, To: yearEnd.UnixMilli() - 1})
-	measure(fmt.Sprintf("a year of hourly buckets (%s), aggregated from months", formatInt(int64(hours))), hours, year,
-		projection.QueryOptions{From: projBase, To: yearEnd.UnixMilli() - 1, Aggregate: true})
-	measure(fmt.Sprintf("a year of hourly buckets, aggregated, ragged edges (%s)", "Jan 1 00:30 to Dec 30 12:10"), hours, year,
-		projection.QueryOptions{From: projBase + 1_800_000, To: yearEnd.UnixMilli() - 36*3_600_000 + 600_000, Aggregate: true})
+	measure(fmt.Sprintf("a year of hourly buckets (%s), one per bucket", formatInt(int64(hours))), hours, false, year,
+		projection.QueryOptions{From: projBase, To: yearEnd.UnixMilli() - 1}, nil)
+	measure(fmt.Sprintf("a year of hourly buckets (%s), aggregated from months", formatInt(int64(hours))), hours, false, year,
+		projection.QueryOptions{From: projBase, To: yearEnd.UnixMilli() - 1, Aggregate: true}, nil)
+	measure(fmt.Sprintf("a year of hourly buckets, aggregated, ragged edges (%s)", "Jan 1 00:30 to Dec 30 12:10"), hours, false, year,
+		projection.QueryOptions{From: projBase + 1_800_000, To: yearEnd.UnixMilli() - 36*3_600_000 + 600_000, Aggregate: true}, nil)
 }
 
 func (r *projReport) evaluate() {
@@ -747,11 +782,11 @@ func (r *projReport) evaluate() {
 	check(r.Minute, r.MinuteRaw, projTargetMinute, &minute)
 	check(r.Rollup, r.RollupRaw, projTargetRollup, &roll)
 	for _, q := range r.Queries {
-		if q.Buckets == 1440 && !strings.Contains(q.Name, "aggregated") && q.pct(0.99) >= projTargetQueryP99 {
-			query = append(query, fmt.Sprintf("p99 %s >= %s", fmtLatency(q.pct(0.99)), fmtLatency(projTargetQueryP99)))
+		for _, f := range q.misses() {
+			query = append(query, q.Name+": "+f)
 		}
 	}
-	r.BatchOK, r.MinuteOK, r.RollupOK, r.QueryOK = verdict(batch), verdict(minute), verdict(roll), verdict(query)
+	r.BatchOK, r.MinuteOK, r.RollupOK = verdict(batch), verdict(minute), verdict(roll)
 	r.JSONOK = "reported (no target)"
 	for _, f := range batch {
 		r.Failures = append(r.Failures, "(a) "+f)
@@ -834,17 +869,22 @@ func (r *projReport) markdown() string {
 		"script applies the facts one by one.\n\n")
 
 	w("### (d) query latency (materialized, Redis, storage version 2)\n\n")
-	w("%d queries after %d warm-ups, each a full `Engine.Query`: the plan, the members of each planned range (ZRANGEBYSCORE), "+
+	w("%d queries after %d warm-ups, each a full `Engine.Query` returning a fresh result map. With the query cache (the "+
+		"default for a RESP3 client): one round trip on the cache's own connection reads the meta and the members of each "+
+		"planned range (ZRANGEBYSCORE) and delivers the invalidation messages Redis queued for keys the cache read (CLIENT "+
+		"TRACKING); buckets the cache does not hold are read there as pipelined HGETALLs, raw replies decoded into cells; "+
+		"exact arithmetic and the rendering run every query. In the second row another process (its own client) adds a fact "+
+		"to one bucket before each query, untimed, so each query reads that bucket again. Without the cache (a RESP2 client, "+
+		"and queries of single buckets' distinct counts, such as the year one per bucket), every query reads every bucket in "+
 		"pipelined pages of HGETALLs (128, then 320 per page; two pages in flight, decoded and rendered while the next is "+
-		"read), exact arithmetic, "+
-		"the result map. The year has rollups sealed to days and months (%s coarser buckets written), so the aggregated "+
+		"read). The year has rollups sealed to days and months (%s coarser buckets written), so the aggregated "+
 		"queries read about a dozen month and day buckets plus edges.\n\n",
 		projQueryRuns, projQueryWarmups, formatInt(int64(r.Sealed)))
 	w("| Query | p50 | p99 | CPU cores: bench / Redis / other | Target | Result |\n|---|---:|---:|---|---|---|\n")
 	for _, q := range r.Queries {
 		target, result := "—", "reported"
-		if q.Buckets == 1440 && !strings.Contains(q.Name, "aggregated") {
-			target, result = "p99 < "+fmtLatency(projTargetQueryP99), r.QueryOK
+		if q.Target {
+			target, result = "p99 < "+fmtLatency(projTargetQueryP99), verdict(q.misses())
 		}
 		w("| %s | %s | %s | %.2f / %.2f / %.2f | %s | %s |\n", q.Name, fmtLatency(q.pct(0.50)), fmtLatency(q.pct(0.99)),
 			q.CPU.Self, q.CPU.Redis, q.CPU.Other, target, result)

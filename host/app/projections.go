@@ -27,7 +27,9 @@ func (a *App) newProjector(_ context.Context) (*projector.Service, error) {
 		}
 		client := redis.NewClient(opt)
 		a.closers = append(a.closers, func() { _ = client.Close() })
-		state = projection.NewRedisState(client).WithPrefix(projectionStatePrefix)
+		rs := projection.NewRedisState(client)
+		a.closers = append(a.closers, func() { _ = rs.Close() }) // before the client's
+		state = rs.WithPrefix(projectionStatePrefix)
 	} else {
 		state = projection.NewMemoryState().WithPrefix(projectionStatePrefix)
 	}

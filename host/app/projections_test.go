@@ -84,6 +84,17 @@ func TestProjectionsEndToEnd(t *testing.T) {
 			}
 			cfgID := dataOf(body)["id"].(string)
 
+			// Asked at once, while it is still backfilling, it answers from
+			// the facts, never with partial results.
+			code, body = l.call("POST", "/v1/reports/calls", l.key, map[string]any{"projection": "calls"})
+			if meta, _ := dataOf(body)["_meta"].(map[string]any); code != 200 || meta["ready"] == false && meta["mode"] != "compute" {
+				t.Fatalf("query while backfilling: %d %v", code, body)
+			}
+			checkRows(t, body, []map[string]any{
+				row("2024-01-15T10:phone", "2024-01-15T10", "phone", 1, "30", "30"),
+				row("2024-01-15T10:video", "2024-01-15T10", "video", 1, "60", "60"),
+			})
+
 			// After: streamed in, one of them late (an hour earlier).
 			call(l.key, 4, hour0+65*60_000, "phone", 10.5)
 			call(l.key, 5, hour0+30*60_000, "phone", 20)
@@ -234,14 +245,15 @@ func row(key, bucket, channel string, count int, sum, avg string) map[string]any
 		"count": json.Number(fmt.Sprint(count)), "duration_sum": json.Number(sum), "duration_avg": json.Number(avg)}
 }
 
-// waitRows polls a query until its rows are want (the stream is
-// asynchronous) and fails with the last answer after a while.
+// waitRows polls a query until its rows are want and the projection has
+// caught up with the stream, and fails with the last answer after a while.
 func waitRows(t *testing.T, q func() (int, map[string]any), want []map[string]any) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, body := q()
-		if code == 200 && rowsEqual(body, want) {
+		meta, _ := dataOf(body)["_meta"].(map[string]any)
+		if code == 200 && rowsEqual(body, want) && meta["ready"] == true {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -111,45 +111,16 @@ func (c *cell) render(s *schema) map[string]any {
 	}
 	var nums [8]pending
 	queued := nums[:0]
-	queue := func(key string, n number) {
-		start := len(text)
-		if n.b == nil && n.scale <= 18 {
-			text = n.appendSmall(text)
-		} else {
-			text = append(text, n.String()...)
-		}
-		queued = append(queued, pending{key, start, len(text)})
-	}
-	for _, a := range s.aggs {
-		if a.fn == Count {
-			out[a.key] = c.n
+	for i := range s.aggs {
+		a := &s.aggs[i]
+		v, n, isNum := c.value(a)
+		if !isNum {
+			out[a.key] = v
 			continue
 		}
-		fc := &c.f[a.field]
-		switch a.fn {
-		case Sum:
-			queue(a.key, fc.sum)
-		case Avg:
-			if fc.cnt == 0 {
-				out[a.key] = nil
-			} else {
-				queue(a.key, fc.sum.divInt(fc.cnt))
-			}
-		case Min:
-			if fc.cnt == 0 {
-				out[a.key] = nil
-			} else {
-				queue(a.key, fc.lo)
-			}
-		case Max:
-			if fc.cnt == 0 {
-				out[a.key] = nil
-			} else {
-				queue(a.key, fc.hi)
-			}
-		case CountDistinct:
-			out[a.key] = fc.distinct()
-		}
+		start := len(text)
+		text = n.appendText(text)
+		queued = append(queued, pending{a.key, start, len(text)})
 	}
 	if len(queued) > 0 {
 		all := string(text)
@@ -158,6 +129,96 @@ func (c *cell) render(s *schema) map[string]any {
 		}
 	}
 	return out
+}
+
+// value returns the result of one aggregation of the cell: a decimal n
+// (isNum), or else v.
+func (c *cell) value(a *aggSpec) (v any, n number, isNum bool) {
+	if a.fn == Count {
+		return c.n, number{}, false
+	}
+	fc := &c.f[a.field]
+	switch a.fn {
+	case Sum:
+		return nil, fc.sum, true
+	case Avg:
+		if fc.cnt > 0 {
+			return nil, fc.sum.divInt(fc.cnt), true
+		}
+	case Min:
+		if fc.cnt > 0 {
+			return nil, fc.lo, true
+		}
+	case Max:
+		if fc.cnt > 0 {
+			return nil, fc.hi, true
+		}
+	case CountDistinct:
+		return fc.distinct(), number{}, false
+	}
+	return nil, number{}, false
+}
+
+// appendText appends n in canonical form.
+func (n number) appendText(dst []byte) []byte {
+	if n.b == nil && n.scale <= 18 {
+		return n.appendSmall(dst)
+	}
+	return append(dst, n.String()...)
+}
+
+// renderBatch is how many buckets a renderer renders between string
+// conversions.
+const renderBatch = 64
+
+// renderer renders many cells as render does, the numbers of up to
+// renderBatch cells sharing one string allocation. A rendered object is
+// complete once flush has run.
+type renderer struct {
+	s      *schema
+	text   []byte
+	queued []pendingNumber
+	cells  int
+}
+
+type pendingNumber struct {
+	out        map[string]any
+	key        string
+	start, end int
+}
+
+func (r *renderer) render(c *cell) map[string]any {
+	s := r.s
+	out := make(map[string]any, len(s.aggs))
+	for i := range s.aggs {
+		a := &s.aggs[i]
+		v, n, isNum := c.value(a)
+		if !isNum {
+			out[a.key] = v
+			continue
+		}
+		start := len(r.text)
+		r.text = n.appendText(r.text)
+		r.queued = append(r.queued, pendingNumber{out, a.key, start, len(r.text)})
+	}
+	if r.cells++; r.cells == renderBatch {
+		r.flush()
+	}
+	return out
+}
+
+// flush completes the objects rendered since the last flush.
+func (r *renderer) flush() {
+	r.cells = 0
+	if len(r.queued) == 0 {
+		return
+	}
+	all := string(r.text)
+	for _, q := range r.queued {
+		q.out[q.key] = json.Number(all[q.start:q.end])
+	}
+	clear(r.queued)
+	r.text, r.queued = r.text[:0], r.queued[:0]
 }
 
 func (fc *fieldCell) distinct() int64 {

@@ -25,6 +25,12 @@ import (
 //
 // It needs a standalone Redis (or a Cluster with the whole prefix in one
 // hash slot, such as "{tenant:projection}:"), Redis 5 or later.
+//
+// Materialized queries keep decoded buckets in process and read again only
+// those Redis reports changed: with a RESP3 *redis.Client on Redis 6.2 or
+// later, the state opens one more connection with CLIENT TRACKING on, so
+// writes by any client invalidate the cache (see docs/decisions.md). Close
+// releases that connection.
 type RedisState struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -37,6 +43,10 @@ type redisRoot struct {
 	id     string
 	mu     sync.Mutex
 	loaded bool
+	// cache is the query cache (see redis_query.go), made once on first
+	// use; nil when the client cannot track.
+	cacheOnce sync.Once
+	cache     *queryCache
 	// beforeSeal, set by tests, runs between reading a level's children
 	// and sealing them.
 	beforeSeal func()

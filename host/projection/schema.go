@@ -25,6 +25,8 @@ type schema struct {
 	// fingerprint identifies what the configuration aggregates; cached
 	// state records it so that a different configuration is refused.
 	fingerprint string
+	// hashFields are the Redis hash fields of a bucket, by name.
+	hashFields map[string]hashField
 }
 
 // fieldSpec is one fact field that aggregations read.
@@ -99,6 +101,7 @@ func compile(c *Config) *schema {
 		s.hasNum = s.hasNum || f.numeric
 		s.hasDist = s.hasDist || f.distinct
 	}
+	s.hashFields = hashFieldsOf(s)
 	// The order of fact types and aggregations does not change what a
 	// bucket holds; the order of groupBy does (it orders keys).
 	types := slices.Sorted(slices.Values(c.FactTypes))
@@ -211,6 +214,18 @@ func sparseKey(base string, w Window, mem string) string {
 		return base + ":" + string(w)
 	}
 	return base + ":" + string(w) + ":" + mem
+}
+
+// appendSparseKey appends sparseKey(base, w, mem).
+func appendSparseKey(dst []byte, base string, w Window, mem string) []byte {
+	dst = append(dst, base...)
+	dst = append(dst, ':')
+	dst = append(dst, w...)
+	if mem != "" {
+		dst = append(dst, ':')
+		dst = append(dst, mem...)
+	}
+	return dst
 }
 
 // renderLoaded renders what a query loaded (see Result).

@@ -25,7 +25,9 @@ import (
 //     since the epoch or as text: RFC 3339, or a bucket key
 //     ("2024-01-15T10:30", "2024-01-15T10", "2024-01-15", "2024-01"; UTC);
 //   - aggregate: true merges the selected buckets into one row;
-//   - mode: materialized (default), compute or verify;
+//   - mode: materialized (default), compute or verify; a materialized
+//     query of a projection still backfilling is answered in compute mode
+//     (the meta says so), never with partial results;
 //   - groups: an object of groupBy field to value; a groupBy field may
 //     also be given as a filter of its own ("data.currency": "EUR").
 //
@@ -45,11 +47,17 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 	if err != nil {
 		return nil, nil, err
 	}
+	ready := rt.isReady()
+	if q.Mode == projection.ModeMaterialized && !ready {
+		// Still backfilling: the cached state is incomplete, the facts are
+		// not. Answer from them rather than with partial results.
+		q.Mode = projection.ModeCompute
+	}
 	meta := map[string]any{
 		"config_id":      rt.configID,
 		"config_version": rt.version,
 		"mode":           string(q.Mode),
-		"ready":          rt.isReady(),
+		"ready":          ready,
 	}
 	var res projection.Result
 	if q.Mode == projection.ModeVerify {
