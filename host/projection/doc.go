@@ -103,6 +103,14 @@
 // hours, then minutes at the edges), so its cost does not grow with its
 // length.
 //
+// Query cache. On Redis, materialized queries keep the buckets they decoded
+// in process and read again only those Redis reports changed, through a
+// connection of the state's own with CLIENT TRACKING on (RESP3 clients,
+// Redis 6.2 or later); any client's write invalidates, and each query
+// first drains the invalidations queued before it, so it never misses a
+// write that completed before it began. RedisState.Close releases the
+// connection.
+//
 // Processing. Process returns the result of the facts given; a fact id
 // repeated in a batch counts once. With materialize: true and a state and
 // key, it also stores the facts through the incremental path (each fact
