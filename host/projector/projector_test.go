@@ -3,9 +3,11 @@ package projector_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/projection"
 	"github.com/factline/factline/host/projector"
 	"github.com/factline/factline/host/store"
@@ -383,5 +386,39 @@ func TestLeftOverStateIsSwept(t *testing.T) {
 				t.Errorf("the current version lost state in the sweep: %v", got.rows)
 			}
 		})
+	}
+}
+
+// TestStateDown: with the cached state unreachable, a materialized query is
+// a 503 problem that says what still works, and compute mode answers.
+func TestStateDown(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	createContact(t, st, "c1")
+	appendCalls(t, st, 20)
+	createConfig(t, st, "cfg_calls", 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	s, err := projector.New(projector.Options{Store: st, State: projection.NewRedisState(rdb), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	_, _, err = s.Query(context.Background(), tenant, "calls", map[string]any{"mode": "verify"})
+	var perr *problem.Error
+	if !errors.As(err, &perr) || perr.Kind != problem.Unavailable || !strings.Contains(perr.Detail, "mode compute") {
+		t.Fatalf("query with the state down: %v; want a 503 problem pointing to compute mode", err)
+	}
+	rows, meta, err := s.Query(context.Background(), tenant, "calls", map[string]any{"mode": "compute", "aggregate": true})
+	if err != nil || meta["mode"] != "compute" || len(rows) != 1 {
+		t.Fatalf("compute query with the state down: %v %v %v", rows, meta, err)
 	}
 }

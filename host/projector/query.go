@@ -132,7 +132,9 @@ func queryError(name string, err error) error {
 	case errors.Is(err, projection.ErrBadQuery):
 		return problem.New(problem.BadRequest, "Invalid projection query: "+msg)
 	}
-	return problem.Wrap(problem.Internal, "Projection query failed", err)
+	// What is left is the cached state failing to answer (Redis down or
+	// timing out); the facts may still be read.
+	return problem.Wrap(problem.Unavailable, "Projection state is unavailable; retry, or query with filters.mode compute", err)
 }
 
 var filterKeys = []string{"from", "to", "aggregate", "mode", "groups"}
