@@ -3,6 +3,8 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -157,6 +159,19 @@ func TestProjectionsEndToEnd(t *testing.T) {
 				t.Fatalf("platform query: %d %v", code, body)
 			}
 			checkRows(t, body, want[2:3])
+
+			// Both endpoints are in the API description.
+			resp, err := http.Get(l.base + "/openapi.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, p := range []string{`"/v1/projections"`, `"/v1/projections/{id}/query"`} {
+				if !strings.Contains(string(doc), p) {
+					t.Errorf("/openapi.json lacks %s", p)
+				}
+			}
 
 			// Tenant scope: the other tenant has no projection of that name
 			// or id, and its facts never reached this one's results.

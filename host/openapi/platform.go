@@ -11,11 +11,12 @@ import (
 // Tags of the platform endpoints. Entity type names are lowercase, so
 // these never coincide with a route's tag.
 const (
-	tagEntities = "Entities"
-	tagFacts    = "Facts"
-	tagConfigs  = "Configs"
-	tagAdmin    = "Admin"
-	tagHealth   = "Health"
+	tagEntities    = "Entities"
+	tagFacts       = "Facts"
+	tagConfigs     = "Configs"
+	tagAdmin       = "Admin"
+	tagProjections = "Projections"
+	tagHealth      = "Health"
 )
 
 // platformTags are the platform's tags, new for every document.
@@ -24,6 +25,7 @@ func platformTags() []*openapi3.Tag {
 		{Name: tagEntities, Description: "Platform API: entities of every type the domain manifest declares."},
 		{Name: tagFacts, Description: "Platform API: facts, the immutable records appended to entity ledgers."},
 		{Name: tagConfigs, Description: "Platform API: versioned configs; every update writes a new immutable version."},
+		{Name: tagProjections, Description: "Platform API: projections (configs of type projection) and their results."},
 		{Name: tagAdmin, Description: "Platform API: API keys and the fact stream. Admin keys only."},
 		{Name: tagHealth, Description: "Server health."},
 	}
@@ -209,6 +211,16 @@ func (b *builder) platform() {
 			params: []*openapi3.ParameterRef{idParam("config"), {Value: openapi3.NewPathParameter("version").
 				WithDescription("Version number, from 1.").WithSchema(openapi3.NewIntegerSchema().WithMin(1))}},
 			status: ok, okDesc: "The version.", data: b.schema(schemaConfig), errs: []int{bad, notFound}},
+		{method: http.MethodGet, path: "/v1/projections", id: "listProjections", tag: tagProjections,
+			summary:     "List the tenant's projections",
+			description: "Each projection config that runs, its current version, the version queries read and whether it has caught up with the fact stream (false while it backfills).",
+			status:      ok, okDesc: "The projections.", data: b.schema(schemaProjectionList)},
+		{method: http.MethodPost, path: "/v1/projections/{id}/query", id: "queryProjection", tag: tagProjections,
+			summary:     "Query a projection",
+			description: "The results of a projection, as the query action of a manifest route answers them. The path names the projection config by id or name.",
+			params:      []*openapi3.ParameterRef{idParam("projection config (or its name)")},
+			body:        b.schema(schemaProjectionQuery), status: ok, okDesc: "The projection's results.", data: b.schema(schemaQueryResult),
+			errs: []int{bad, notFound, http.StatusServiceUnavailable}},
 		{method: http.MethodGet, path: "/v1/admin/keys", id: "listApiKeys", tag: tagAdmin,
 			summary: "List the tenant's API keys", admin: true,
 			status: ok, okDesc: "The keys, without their secrets.", data: b.schema(schemaAPIKeyList)},

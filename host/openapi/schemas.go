@@ -12,44 +12,46 @@ import (
 
 // Names of the fixed component schemas.
 const (
-	schemaProblem        = "Problem"
-	schemaFieldError     = "FieldError"
-	schemaMeta           = "Meta"
-	schemaEntity         = "Entity"
-	schemaEntityPage     = "EntityPage"
-	schemaEntityCreated  = "EntityCreated"
-	schemaFact           = "Fact"
-	schemaFactPage       = "FactPage"
-	schemaConfig         = "Config"
-	schemaConfigPage     = "ConfigPage"
-	schemaConfigVersions = "ConfigVersions"
-	schemaAPIKey         = "ApiKey"
-	schemaAPIKeyList     = "ApiKeyList"
-	schemaAPIKeyCreated  = "ApiKeyCreated"
-	schemaStreamStatus   = "StreamStatus"
-	schemaHealth         = "Health"
-	schemaEmitResult     = "EmitResult"
-	schemaQueryRequest   = "QueryRequest"
-	schemaQueryResult    = "QueryResult"
-	schemaSystemStatus   = "SystemStatus"
-	schemaCreateEntity   = "CreateEntityRequest"
-	schemaUpdateEntity   = "UpdateEntityRequest"
-	schemaAppendFact     = "AppendFactRequest"
-	schemaCreateConfig   = "CreateConfigRequest"
-	schemaUpdateConfig   = "UpdateConfigRequest"
-	schemaCreateAPIKey   = "CreateApiKeyRequest"
-	securitySchemeName   = "ApiKeyAuth"
-	headerRetryAfter     = "Retry-After"
-	headerRateLimit      = "RateLimit-Limit"
-	headerRateRemaining  = "RateLimit-Remaining"
-	headerRateReset      = "RateLimit-Reset"
-	headerReplayed       = "Idempotent-Replayed"
-	paramCursor          = "Cursor"
-	paramLimit           = "Limit"
-	paramIdempotencyKey  = "IdempotencyKey"
-	exampleRequestID     = "req_01HZX3KQ7M9V2B8N4C6D5E0F1G"
-	entityFieldsSuffix   = ".Fields"
-	entityObjectSuffix   = ".Entity"
+	schemaProblem         = "Problem"
+	schemaFieldError      = "FieldError"
+	schemaMeta            = "Meta"
+	schemaEntity          = "Entity"
+	schemaEntityPage      = "EntityPage"
+	schemaEntityCreated   = "EntityCreated"
+	schemaFact            = "Fact"
+	schemaFactPage        = "FactPage"
+	schemaConfig          = "Config"
+	schemaConfigPage      = "ConfigPage"
+	schemaConfigVersions  = "ConfigVersions"
+	schemaAPIKey          = "ApiKey"
+	schemaAPIKeyList      = "ApiKeyList"
+	schemaAPIKeyCreated   = "ApiKeyCreated"
+	schemaStreamStatus    = "StreamStatus"
+	schemaHealth          = "Health"
+	schemaEmitResult      = "EmitResult"
+	schemaQueryRequest    = "QueryRequest"
+	schemaQueryResult     = "QueryResult"
+	schemaProjectionQuery = "ProjectionQueryRequest"
+	schemaProjectionList  = "ProjectionList"
+	schemaSystemStatus    = "SystemStatus"
+	schemaCreateEntity    = "CreateEntityRequest"
+	schemaUpdateEntity    = "UpdateEntityRequest"
+	schemaAppendFact      = "AppendFactRequest"
+	schemaCreateConfig    = "CreateConfigRequest"
+	schemaUpdateConfig    = "UpdateConfigRequest"
+	schemaCreateAPIKey    = "CreateApiKeyRequest"
+	securitySchemeName    = "ApiKeyAuth"
+	headerRetryAfter      = "Retry-After"
+	headerRateLimit       = "RateLimit-Limit"
+	headerRateRemaining   = "RateLimit-Remaining"
+	headerRateReset       = "RateLimit-Reset"
+	headerReplayed        = "Idempotent-Replayed"
+	paramCursor           = "Cursor"
+	paramLimit            = "Limit"
+	paramIdempotencyKey   = "IdempotencyKey"
+	exampleRequestID      = "req_01HZX3KQ7M9V2B8N4C6D5E0F1G"
+	entityFieldsSuffix    = ".Fields"
+	entityObjectSuffix    = ".Entity"
 )
 
 // prop is one named property of an object schema.
@@ -268,6 +270,20 @@ func (b *builder) fixedSchemas() {
 		prop{"results", arrayOf("The result rows in bucket order: the result keys (count, <field>_sum ...) plus key (the bucket key; \"aggregated\" for an aggregated query), bucket and window (with a timeWindow) and group (with groupBy).", inline(&openapi3.Schema{Type: &openapi3.Types{openapi3.TypeObject}}))},
 		prop{"count", integer("Number of results.")},
 		prop{"_meta", freeObject("config_id and config_version of the version that answered, mode, ready (false while the projection backfills); in verify mode also consistent and drift.")},
+	))
+	b.define(schemaProjectionQuery, object("A projection query on the platform endpoint.", nil, true,
+		prop{"filters", freeObject("As in QueryRequest.")},
+	))
+	projectionStatus := object("One running projection.", []string{"config_id", "config_version", "ready", "position", "serving_version"}, false,
+		prop{"config_id", str("The projection config's id.")},
+		prop{"name", str("The config's name.")},
+		prop{"config_version", integer("The config's current version.")},
+		prop{"ready", boolean("False while the current version backfills.")},
+		prop{"position", integer("Global position of the last fact the current version processed.")},
+		prop{"serving_version", integer("The version queries read: an older one while the current one backfills.")},
+	)
+	b.define(schemaProjectionList, object("The tenant's projections.", []string{"items"}, false,
+		prop{"items", arrayOf("By config id.", inline(projectionStatus))},
 	))
 	b.define(schemaSystemStatus, object("The gateway's own status.", []string{"name", "version", "status"}, false,
 		prop{"name", str("Name of the gateway manifest served.")},
