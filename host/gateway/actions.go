@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -156,8 +159,11 @@ func (s *Server) actionList(c *fiber.Ctx, r *manifest.Route) error {
 	return respond(c, fiber.StatusOK, listing(items, page.Cursor, page.HasMore))
 }
 
-// actionQuery answers {projection, filters?} with {results, count}.
-func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route) error {
+// actionQuery answers {projection, filters?} with {results, count}. The
+// projection may come from a :projection path parameter; a GET without a
+// body takes it and the filters from the query string
+// (?projection=p&from=...&aggregate=true&data.currency=EUR).
+func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
 	m := map[string]any{}
 	if c.Method() != fiber.MethodGet || len(c.Body()) > 0 {
 		var err error
@@ -165,7 +171,23 @@ func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route) error {
 			return err
 		}
 	} else {
-		m["projection"] = c.Query("projection")
+		filters := map[string]any{}
+		for k, v := range c.Queries() {
+			if k == "projection" {
+				m[k] = strings.Clone(v)
+			} else {
+				filters[strings.Clone(k)] = queryValue(v)
+			}
+		}
+		if len(filters) > 0 {
+			m["filters"] = filters
+		}
+	}
+	if p, ok := params["projection"]; ok {
+		if v, sent := m["projection"]; sent && v != p {
+			return problem.Validation([]problem.FieldError{{Field: "projection", Code: problem.CodeEnum, Message: "projection must match the one in the path"}})
+		}
+		m["projection"] = p
 	}
 	in := &input{m: m}
 	in.only("projection", "filters")
@@ -196,4 +218,19 @@ func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route) error {
 		out["_meta"] = meta
 	}
 	return respond(c, fiber.StatusOK, out)
+}
+
+// queryValue types a query-string filter value as its JSON twin would be:
+// an integer as a number, true and false as booleans, else the text.
+func queryValue(v string) any {
+	switch v {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return json.Number(v)
+	}
+	return strings.Clone(v)
 }

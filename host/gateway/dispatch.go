@@ -132,7 +132,7 @@ func (s *Server) runAction(c *fiber.Ctx, r *manifest.Route, params map[string]st
 	case manifest.ActionList:
 		return s.actionList(c, r)
 	case manifest.ActionQuery:
-		return s.actionQuery(c, r)
+		return s.actionQuery(c, r, params)
 	}
 	return fmt.Errorf("gateway: route %s has unknown action %q", r.ID(), r.Action)
 }

@@ -3,6 +3,7 @@ package openapi
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -127,13 +128,31 @@ func (b *builder) route(r *manifest.Route) error {
 	case r.Action == manifest.ActionQuery:
 		op.Summary = "Query a projection (" + r.Entity + ")"
 		op.Description = "Runs a named projection's query and returns its results."
-		if r.Method == http.MethodGet {
-			op.Description += " The projection is named by the projection query parameter."
-			op.AddParameter(openapi3.NewQueryParameter("projection").
-				WithDescription("Name of the projection to query.").
-				WithRequired(true).
-				WithSchema(openapi3.NewStringSchema()))
-		} else {
+		inPath := slices.Contains(names, "projection")
+		switch {
+		case r.Method == http.MethodGet:
+			if inPath {
+				op.Description += " The path parameter projection names the projection (config id or name)."
+			} else {
+				op.Description += " The projection query parameter names the projection (config id or name)."
+				op.AddParameter(openapi3.NewQueryParameter("projection").
+					WithDescription("The projection config's id or name.").
+					WithRequired(true).
+					WithSchema(openapi3.NewStringSchema()))
+			}
+			op.Description += " Every other query parameter is a filter: from, to, aggregate, mode, or a groupBy field."
+			for _, q := range []struct{ name, desc string }{
+				{"from", "Inclusive start: ms epoch, RFC 3339 or a bucket key such as 2024-01-15T10:30."},
+				{"to", "Inclusive end, as from."},
+				{"aggregate", "true merges the selected buckets into one row."},
+				{"mode", "materialized (default), compute or verify."},
+			} {
+				op.AddParameter(openapi3.NewQueryParameter(q.name).WithDescription(q.desc).WithSchema(openapi3.NewStringSchema()))
+			}
+		case inPath:
+			op.Description += " The path parameter projection names the projection (config id or name)."
+			op.RequestBody = jsonBody("The query.", b.schema(schemaProjectionQuery))
+		default:
 			op.RequestBody = jsonBody("The query.", b.schema(schemaQueryRequest))
 		}
 		status, okDesc, data = http.StatusOK, "The projection's results.", b.schema(schemaQueryResult)
