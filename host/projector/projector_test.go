@@ -58,7 +58,7 @@ func stateFor(t *testing.T, backend string) projection.CachedState {
 
 func newService(t *testing.T, st store.Store, state projection.CachedState) *projector.Service {
 	t.Helper()
-	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond, SweepInterval: 200 * time.Millisecond,
+	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond, SweepInterval: 200 * time.Millisecond, RetireGrace: 300 * time.Millisecond,
 		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -420,5 +420,84 @@ func TestStateDown(t *testing.T) {
 	rows, meta, err := s.Query(context.Background(), tenant, "calls", map[string]any{"mode": "compute", "aggregate": true})
 	if err != nil || meta["mode"] != "compute" || len(rows) != 1 {
 		t.Fatalf("compute query with the state down: %v %v %v", rows, meta, err)
+	}
+}
+
+// TestSupersededStateKeptForGrace: when a new version has caught up, the
+// old version's cached state stays readable for the grace period (other
+// processes may still serve it), then goes with its checkpoint.
+func TestSupersededStateKeptForGrace(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	state := projection.NewMemoryState()
+	ctx := context.Background()
+	createContact(t, st, "c1")
+	factSeq.Lock()
+	base := factSeq.n
+	factSeq.Unlock()
+	appendCalls(t, st, 50)
+	createConfig(t, st, "cfg_calls", 2)
+	const grace = 3 * time.Second
+	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond, RetireGrace: grace,
+		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	waitConsistent(t, s, calls(base, 50))
+	cps, err := st.ListCheckpoints(ctx)
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("checkpoints: %v %v", cps, err)
+	}
+	var oldConsumer string
+	for name := range cps {
+		oldConsumer = name
+	}
+	oldKey := strings.TrimPrefix(oldConsumer, "projection:")
+
+	cur, err := st.GetConfig(ctx, tenant, "cfg_calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *cur
+	next.Version++
+	next.Settings = json.RawMessage(strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"day"`, 1))
+	if err := st.PutConfigVersion(ctx, &next); err != nil {
+		t.Fatal(err)
+	}
+	var tookOver time.Time
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if a := query(t, s, "materialized", false); fmt.Sprint(a.meta["config_version"]) == "2" && a.meta["ready"] == true {
+			tookOver = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("version 2 never took over")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if keys, err := state.Keys(ctx, oldKey); err != nil || len(keys) == 0 {
+		t.Fatalf("the superseded state went at once: %v %v", keys, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		cps, err := st.ListCheckpoints(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cps[oldConsumer]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the superseded checkpoint never went: %v", cps)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if waited := time.Since(tookOver); waited < grace-time.Second {
+		t.Errorf("the superseded state went %v after the take-over; the grace is %v", waited, grace)
+	}
+	if v, err := state.StorageVersion(ctx, oldKey); err != nil || v != 0 {
+		t.Errorf("superseded state left: version %d, %v", v, err)
 	}
 }

@@ -32,6 +32,8 @@ type runtime struct {
 	pos    atomic.Int64 // global position of the last fact handled
 	target atomic.Int64 // stream head when the runtime started; -1 unknown
 	ready  atomic.Bool
+	// readyAt is when ready became true (UnixNano).
+	readyAt atomic.Int64
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -61,7 +63,7 @@ func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
 	}
 	rt.engine = e
 	if !rt.materialized {
-		rt.ready.Store(true)
+		rt.setReady()
 	}
 	return rt, nil
 }
@@ -70,11 +72,22 @@ func (rt *runtime) consumerName() string { return "projection:" + rt.key }
 
 func (rt *runtime) isReady() bool { return rt.ready.Load() }
 
+func (rt *runtime) setReady() {
+	rt.readyAt.Store(time.Now().UnixNano())
+	rt.ready.Store(true)
+}
+
+// readyFor reports whether the runtime has been ready for at least d.
+func (rt *runtime) readyFor(d time.Duration) bool {
+	return rt.isReady() && time.Since(time.Unix(0, rt.readyAt.Load())) >= d
+}
+
 // inheritReady carries readiness over from the runtime this one replaces
 // on the same cached state.
 func (rt *runtime) inheritReady(old *runtime) {
 	if old.isReady() {
-		rt.ready.Store(true)
+		rt.setReady()
+		rt.readyAt.Store(old.readyAt.Load())
 	}
 }
 
@@ -151,8 +164,8 @@ func (rt *runtime) run(ctx context.Context) {
 }
 
 func (rt *runtime) checkReady() {
-	if t := rt.target.Load(); t >= 0 && rt.pos.Load() >= t {
-		rt.ready.Store(true)
+	if t := rt.target.Load(); t >= 0 && rt.pos.Load() >= t && !rt.isReady() {
+		rt.setReady()
 	}
 }
 

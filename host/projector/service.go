@@ -35,6 +35,11 @@ type Options struct {
 	// SweepInterval spaces the searches for cached state and checkpoints
 	// left over by a process that stopped mid-way (default 1 min).
 	SweepInterval time.Duration
+	// RetireGrace is how long the cached state of a superseded version is
+	// kept after its successor caught up (default 1 min), so that other
+	// processes sharing it, which may catch up a moment later, can still
+	// read it.
+	RetireGrace time.Duration
 	// PollInterval is the stream consumers' fallback wake-up (default 2 s).
 	PollInterval time.Duration
 	// BatchSize bounds the facts of one stream batch (default 512).
@@ -55,9 +60,11 @@ type Service struct {
 	tracked   map[ref]*tracked
 	bad       map[string]bool // config versions that failed to compile, logged once
 	lastSweep time.Time
-	ctx       context.Context // the context runtimes run under; nil before Start
-	stop      context.CancelFunc
-	loopDone  chan struct{}
+	// doomed are halted runtimes whose state is deleted at the time given.
+	doomed   map[*runtime]time.Time
+	ctx      context.Context // the context runtimes run under; nil before Start
+	stop     context.CancelFunc
+	loopDone chan struct{}
 }
 
 // ref names one projection config.
@@ -67,6 +74,7 @@ type ref struct{ tenant, id string }
 // current version and, while that one backfills, the runtime of an older
 // version with different state, which answers queries meanwhile.
 type tracked struct {
+	since    time.Time // when it began to be tracked
 	name     string
 	current  *runtime
 	previous *runtime
@@ -86,6 +94,9 @@ func New(opts Options) (*Service, error) {
 	if opts.RollupInterval <= 0 {
 		opts.RollupInterval = 30 * time.Second
 	}
+	if opts.RetireGrace <= 0 {
+		opts.RetireGrace = time.Minute
+	}
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Minute
 	}
@@ -99,7 +110,7 @@ func New(opts Options) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{opts: opts, log: log, tracked: map[ref]*tracked{}, bad: map[string]bool{}}, nil
+	return &Service{opts: opts, log: log, tracked: map[ref]*tracked{}, bad: map[string]bool{}, doomed: map[*runtime]time.Time{}}, nil
 }
 
 // Start loads the active projection configs, starts their runtimes and
@@ -130,6 +141,9 @@ func (s *Service) Stop() {
 	s.stop()
 	done := s.loopDone
 	var rts []*runtime
+	for rt := range s.doomed {
+		rts = append(rts, rt)
+	}
 	for _, t := range s.tracked {
 		for _, rt := range []*runtime{t.current, t.previous} {
 			if rt != nil {
@@ -165,6 +179,7 @@ func (s *Service) loop() {
 // and their cached state is deleted, and an old version whose successor
 // has caught up is retired.
 func (s *Service) Sync(ctx context.Context) error {
+	listed := time.Now()
 	cfgs, err := s.opts.Store.ListActiveConfigsByType(ctx, ConfigType)
 	if err != nil {
 		return err
@@ -179,13 +194,23 @@ func (s *Service) Sync(ctx context.Context) error {
 	var retire []*runtime
 	for r, t := range s.tracked {
 		if !live[r] {
+			if t.since.After(listed) {
+				continue // started by a query for a config newer than the list
+			}
 			retire = append(retire, t.current, t.previous)
 			delete(s.tracked, r)
 			continue
 		}
 		if t.previous != nil && t.current.isReady() {
-			retire = append(retire, t.previous)
+			s.doomLocked(t.previous)
 			t.previous = nil
+		}
+	}
+	now := time.Now()
+	for rt, at := range s.doomed {
+		if !now.Before(at) {
+			retire = append(retire, rt)
+			delete(s.doomed, rt)
 		}
 	}
 	sweep := time.Since(s.lastSweep) >= s.opts.SweepInterval
@@ -219,16 +244,37 @@ func (s *Service) sweep(ctx context.Context, live map[ref]bool) error {
 		}
 		t := s.tracked[r]
 		switch {
+		case t != nil && t.current != nil && t.current.key == key,
+			t != nil && t.previous != nil && t.previous.key == key:
+			continue // in use here
 		case !live[r]:
-		case t == nil || t.current == nil || !t.current.isReady() || t.current.key == key:
-			continue
-		case t.previous != nil && t.previous.key == key:
-			continue
+			if t != nil {
+				continue // tracked since the list was read: not archived
+			}
+		case t == nil || t.current == nil || !t.current.readyFor(s.opts.RetireGrace):
+			continue // the current version may still need it, or others may
 		}
 		stale = append(stale, &runtime{s: s, tenant: r.tenant, configID: r.id, key: key})
 	}
 	s.mu.Unlock()
-	s.retire(ctx, stale...)
+	// A config missing from the list may have been created since it was
+	// read (by another process too): ask the store before deleting.
+	kept := stale[:0]
+	for _, rt := range stale {
+		if live[ref{rt.tenant, rt.configID}] {
+			kept = append(kept, rt)
+			continue
+		}
+		c, err := s.opts.Store.GetConfig(ctx, rt.tenant, rt.configID)
+		if err == nil && c.Type == ConfigType && c.Status == store.ConfigActive {
+			continue
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		kept = append(kept, rt)
+	}
+	s.retire(ctx, kept...)
 	return nil
 }
 
@@ -274,7 +320,7 @@ func (s *Service) apply(ctx context.Context, c *store.Config) *tracked {
 		return t
 	}
 	if t == nil {
-		t = &tracked{}
+		t = &tracked{since: time.Now()}
 		s.tracked[r] = t
 	}
 	t.name = c.Name
@@ -292,11 +338,16 @@ func (s *Service) apply(ctx context.Context, c *store.Config) *tracked {
 		t.previous = nil
 	case t.current != nil && t.current.isReady():
 		if t.previous != nil {
-			retire = append(retire, t.previous)
+			s.doomLocked(t.previous)
 		}
 		t.previous = t.current
 	case t.current != nil:
 		retire = append(retire, t.current)
+	}
+	for d := range s.doomed {
+		if d.key == key {
+			delete(s.doomed, d) // its state is this version's again
+		}
 	}
 	rt, err := s.newRuntime(comp, key)
 	if err != nil {
@@ -318,6 +369,14 @@ func (s *Service) apply(ctx context.Context, c *store.Config) *tracked {
 	s.log.Info("projection started", "tenant", c.TenantID, "config_id", c.ID, "version", c.Version, "state_key", key,
 		"backfill", restart == nil)
 	return t
+}
+
+// doomLocked stops a superseded runtime's consumer now (asynchronously)
+// and schedules the deletion of its state after the grace period; s.mu is
+// held.
+func (s *Service) doomLocked(rt *runtime) {
+	s.doomed[rt] = time.Now().Add(s.opts.RetireGrace)
+	go rt.halt()
 }
 
 // retire stops runtimes for good and deletes their cached state and
