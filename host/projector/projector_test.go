@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -500,4 +501,73 @@ func TestSupersededStateKeptForGrace(t *testing.T) {
 	if v, err := state.StorageVersion(ctx, oldKey); err != nil || v != 0 {
 		t.Errorf("superseded state left: version %d, %v", v, err)
 	}
+}
+
+// TestRollupTimerSealsQuietHours: with rollups on and no facts arriving,
+// the runtime's timer seals a finished hour once the clock has passed it.
+func TestRollupTimerSealsQuietHours(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	state := projection.NewMemoryState()
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(hour0 + 30*60_000)
+	createContact(t, st, "c1")
+	items := make([]store.Append, 0, 20)
+	for i := range 20 {
+		items = append(items, store.Append{Fact: store.Fact{ID: fmt.Sprintf("fct_roll_%02d", i), TenantID: tenant, EntityID: "c1", Type: "call",
+			Timestamp: hour0 + int64(i)*60_000, Data: json.RawMessage(`{"channel": "phone", "duration": 1, "who": "p"}`), CreatedAt: hour0}})
+	}
+	if _, err := st.AppendFacts(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	rollup := strings.Replace(fmt.Sprintf(settings, 2), `"materialize"`, `"rollup": {"enabled": true, "retention": {"minute": 0, "hour": 0, "day": 0, "month": 0}}, "materialize"`, 1)
+	err := st.CreateConfig(ctx, &store.Config{TenantID: tenant, ID: "cfg_roll", Version: 1, Type: projector.ConfigType, Name: "calls",
+		ScopeType: projector.ScopePlatform, Settings: json.RawMessage(rollup), Status: store.ConfigActive, EffectiveAt: hour0, CreatedAt: hour0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond, RollupInterval: 50 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, Now: func() time.Time { return time.UnixMilli(now.Load()).UTC() },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	waitConsistent(t, s, 20)
+	cps, err := st.ListCheckpoints(ctx)
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("checkpoints: %v %v", cps, err)
+	}
+	var key string
+	for name := range cps {
+		key = strings.TrimPrefix(name, "projection:")
+	}
+	hourKeys := func() int {
+		keys, err := state.Keys(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range keys {
+			if strings.Contains(k, ":hour:") {
+				n++
+			}
+		}
+		return n
+	}
+	time.Sleep(200 * time.Millisecond) // several timer ticks inside the hour
+	if n := hourKeys(); n != 0 {
+		t.Fatalf("%d hour buckets sealed before the hour ended", n)
+	}
+	now.Store(hour0 + 2*3_600_000)
+	for deadline := time.Now().Add(10 * time.Second); hourKeys() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the finished hour was never sealed by the timer")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitConsistent(t, s, 20)
 }
