@@ -128,6 +128,24 @@ func createConfig(t *testing.T, st store.Store, id string, storageVersion int) {
 	}
 }
 
+// putVersion stores the next version of cfg_calls with the given
+// settings and returns it.
+func putVersion(t *testing.T, st store.Store, settingsJSON string) store.Config {
+	t.Helper()
+	cur, err := st.GetConfig(context.Background(), tenant, "cfg_calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *cur
+	next.Version++
+	next.Settings = json.RawMessage(settingsJSON)
+	next.CreatedAt = time.Now().UnixMilli()
+	if err := st.PutConfigVersion(context.Background(), &next); err != nil {
+		t.Fatal(err)
+	}
+	return next
+}
+
 // answer is a query's rows and meta.
 type answer struct {
 	rows []any
@@ -279,17 +297,7 @@ func TestStorageVersionChangeMigrates(t *testing.T) {
 			before := waitConsistent(t, s, calls(base, 300))
 
 			for i, sv := range []int{2, 1} {
-				cur, err := st.GetConfig(context.Background(), tenant, "cfg_calls")
-				if err != nil {
-					t.Fatal(err)
-				}
-				next := *cur
-				next.Version++
-				next.Settings = json.RawMessage(fmt.Sprintf(settings, sv))
-				next.CreatedAt = time.Now().UnixMilli()
-				if err := st.PutConfigVersion(context.Background(), &next); err != nil {
-					t.Fatal(err)
-				}
+				next := putVersion(t, st, fmt.Sprintf(settings, sv))
 				if err := s.Sync(context.Background()); err != nil {
 					t.Fatal(err)
 				}
@@ -301,7 +309,7 @@ func TestStorageVersionChangeMigrates(t *testing.T) {
 					t.Errorf("storageVersion %d: results changed:\n%v\n%v", sv, after.rows, before.rows)
 				}
 				var started, completed int
-				err = st.ScanFacts(context.Background(), store.FactScan{TenantID: tenant, Types: projection.FactTypes()}, func(f *store.Fact) error {
+				err := st.ScanFacts(context.Background(), store.FactScan{TenantID: tenant, Types: projection.FactTypes()}, func(f *store.Fact) error {
 					switch f.Type {
 					case projection.MigrationStarted:
 						started++
@@ -353,16 +361,7 @@ func TestLeftOverStateIsSwept(t *testing.T) {
 			}
 
 			// Version 2 aggregates differently: new state.
-			cur, err := st.GetConfig(ctx, tenant, "cfg_calls")
-			if err != nil {
-				t.Fatal(err)
-			}
-			next := *cur
-			next.Version++
-			next.Settings = json.RawMessage(strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"hour"`, 1))
-			if err := st.PutConfigVersion(ctx, &next); err != nil {
-				t.Fatal(err)
-			}
+			putVersion(t, st, strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"hour"`, 1))
 			s2 := newService(t, st, state)
 			waitConsistent(t, s2, calls(base, 100))
 			deadline := time.Now().Add(20 * time.Second)
@@ -458,16 +457,7 @@ func TestSupersededStateKeptForGrace(t *testing.T) {
 	}
 	oldKey := strings.TrimPrefix(oldConsumer, "projection:")
 
-	cur, err := st.GetConfig(ctx, tenant, "cfg_calls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := *cur
-	next.Version++
-	next.Settings = json.RawMessage(strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"day"`, 1))
-	if err := st.PutConfigVersion(ctx, &next); err != nil {
-		t.Fatal(err)
-	}
+	putVersion(t, st, strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"day"`, 1))
 	var tookOver time.Time
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if a := query(t, s, "materialized", false); fmt.Sprint(a.meta["config_version"]) == "2" && a.meta["ready"] == true {
