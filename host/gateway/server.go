@@ -79,6 +79,10 @@ type Server struct {
 	limiter     RateLimiter
 	projections Projections
 	table       atomic.Pointer[routeTable]
+	conns       connTracker
+	// silentGrace is how long Shutdown lets a connection that has sent
+	// nothing stay open (silentConnGrace; shorter in tests).
+	silentGrace time.Duration
 }
 
 // New builds the server and registers the platform routes.
@@ -114,6 +118,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		checks:   deps.Checks,
 		started:  time.Now(),
 
+		silentGrace: silentConnGrace,
 		limiter:     deps.Limiter,
 		projections: deps.Projections,
 	}
@@ -147,16 +152,32 @@ func (s *Server) App() *fiber.App { return s.app }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.app.Listener(ln); err != nil {
+	if err := s.app.Listener(trackingListener{Listener: ln, tracker: &s.conns}); err != nil {
 		return fmt.Errorf("gateway: serve: %w", err)
 	}
 	return nil
 }
 
 // Shutdown stops accepting connections and waits up to timeout for
-// requests in flight to finish.
+// requests in flight to finish. Idle keep-alive connections close at once;
+// connections that never sent a byte close once they have been silent for
+// the grace period.
 func (s *Server) Shutdown(timeout time.Duration) error {
-	return s.app.ShutdownWithTimeout(timeout)
+	done := make(chan error, 1)
+	go func() { done <- s.app.ShutdownWithTimeout(timeout) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("gateway: shutdown: %w", err)
+			}
+			return nil
+		case <-tick.C:
+			s.conns.closeSilent(s.silentGrace)
+		}
+	}
 }
 
 // PurgeLoop deletes expired idempotency records every interval until ctx
