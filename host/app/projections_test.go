@@ -199,14 +199,24 @@ func TestProjectionsEndToEnd(t *testing.T) {
 			// projection may not take the name.
 			bad := map[string]any{"source": "nothing", "factTypes": []string{}, "timeWindow": "week",
 				"aggregations": []map[string]any{{"field": "x", "function": "median"}}, "materialize": true, "storageVersion": 3}
-			code, body = l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "calls", "settings": bad})
-			if code != 400 {
-				t.Fatalf("invalid projection config: %d %v", code, body)
-			}
-			fields := strings.Join(fieldsOf(body), " ")
-			for _, f := range []string{"settings.source", "settings.factTypes", "settings.timeWindow", "settings.aggregations[0].function", "settings.storageVersion", "name"} {
-				if !strings.Contains(fields, f) {
-					t.Errorf("invalid projection config: no error for %s in %v", f, body["errors"])
+			// An unknown key in the body is reported beside them, on create
+			// and on update.
+			for _, req := range []struct{ method, path string }{{"POST", "/v1/configs"}, {"PUT", "/v1/configs/" + cfgID}} {
+				code, body = l.call(req.method, req.path, l.key, map[string]any{"type": "projection", "name": "calls", "settings": bad, "colour": "red"})
+				if code != 400 {
+					t.Fatalf("invalid projection config: %d %v", code, body)
+				}
+				fields := strings.Join(fieldsOf(body), " ")
+				want := []string{"colour", "settings.source", "settings.factTypes", "settings.timeWindow", "settings.aggregations[0].function", "settings.storageVersion"}
+				if req.method == "POST" {
+					want = append(want, "name")
+				} else {
+					want = append(want, "type") // not a field of an update
+				}
+				for _, f := range want {
+					if !strings.Contains(fields, f) {
+						t.Errorf("%s invalid projection config: no error for %s in %v", req.method, f, body["errors"])
+					}
 				}
 			}
 

@@ -100,7 +100,10 @@ func (s *Server) actionCreate(c *fiber.Ctx, r *manifest.Route) error {
 	data := in.object("data")
 	entID := in.str("id")
 	meta := in.object("metadata")
-	if err := in.err(); err != nil {
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.EntityInputErrors(platform.CreateEntityInput{Type: r.Entity, ID: entID, Fields: prefixed(data)})
+		return dataPrefixedFields(errs)
+	}); err != nil {
 		return err
 	}
 	return s.idempotent(c, "create "+r.ID(), raw, func() (int, any, error) {
@@ -126,13 +129,18 @@ func dataPrefixed(err error) error {
 	if pe.Kind != problem.ValidationFailed {
 		return err
 	}
-	for i := range pe.Errors {
-		if pe.Errors[i].Field != "type" && pe.Errors[i].Field != "id" {
-			pe.Errors[i].Field = "data." + pe.Errors[i].Field
-			pe.Errors[i].Message = "data." + pe.Errors[i].Message
+	dataPrefixedFields(pe.Errors)
+	return pe
+}
+
+func dataPrefixedFields(errs []problem.FieldError) []problem.FieldError {
+	for i := range errs {
+		if errs[i].Field != "type" && errs[i].Field != "id" {
+			errs[i].Field = "data." + errs[i].Field
+			errs[i].Message = "data." + errs[i].Message
 		}
 	}
-	return pe
+	return errs
 }
 
 // actionList lists entities of the route's type: query parameters cursor,

@@ -87,6 +87,27 @@ func (in *input) err() error {
 	return problem.Validation(in.errs)
 }
 
+// errWith is err, completed when there are errors with those more finds
+// in the same input (the platform's rules), so that one response lists
+// every field error; more is not called for a valid shape, whose request
+// goes on to the platform anyway. An error on a field already reported is
+// left out.
+func (in *input) errWith(more func() []problem.FieldError) error {
+	if len(in.errs) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(in.errs))
+	for _, e := range in.errs {
+		seen[e.Field] = true
+	}
+	for _, e := range more() {
+		if !seen[e.Field] {
+			in.errs = append(in.errs, e)
+		}
+	}
+	return in.err()
+}
+
 func sortFieldErrors(errs []problem.FieldError) {
 	slices.SortStableFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
 }

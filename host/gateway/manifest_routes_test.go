@@ -137,7 +137,9 @@ func TestActionCreateAndGet(t *testing.T) {
 
 		v := h.req("POST", "/v1/accounts", h.keyA, map[string]any{"type": "asset", "data": map[string]any{"name": 1}, "colour": "red"})
 		v.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
-		want := map[string]string{"colour": "unknown_field", "type": "enum"}
+		// Every field error at once: the input shape's and the entity
+		// type's.
+		want := map[string]string{"colour": "unknown_field", "type": "enum", "data.name": "type", "data.status": "required", "data.subtype": "required"}
 		if fmt.Sprint(v.fieldErrors()) != fmt.Sprint(want) {
 			t.Fatalf("field errors %v, want %v", v.fieldErrors(), want)
 		}

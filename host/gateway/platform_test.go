@@ -117,6 +117,12 @@ func TestEntityErrors(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("field errors %v, want %v", got, want)
 		}
+		// Shape errors and the entity type's errors in one response.
+		r = h.req("POST", "/v1/entities", h.keyA, map[string]any{"type": "account", "id": "no spaces", "metadata": 5, "name": 42})
+		want = map[string]string{"id": "format", "metadata": "type", "name": "type", "status": "required", "subtype": "required"}
+		if got := r.fieldErrors(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("field errors %v, want %v", got, want)
+		}
 		r = h.req("POST", "/v1/entities", h.keyA, map[string]any{"name": "x"})
 		r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
 		if r.fieldErrors()["type"] != "required" {

@@ -107,9 +107,6 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 	entID := in.str("id")
 	meta := in.object("metadata")
 	data := in.object("data")
-	if err := in.err(); err != nil {
-		return err
-	}
 	fields := map[string]any{}
 	for k, v := range data {
 		fields[k] = v
@@ -118,6 +115,12 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 		if !entityReserved[k] {
 			fields[k] = v
 		}
+	}
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.EntityInputErrors(platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields})
+		return errs
+	}); err != nil {
+		return err
 	}
 	return s.idempotent(c, "POST /v1/entities", raw, func() (int, any, error) {
 		e, err := s.platform.CreateEntity(ctx(c), tenant(c), platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields, Metadata: meta})
@@ -267,7 +270,9 @@ func (s *Server) getFact(c *fiber.Ctx) error {
 	return respond(c, fiber.StatusOK, platform.NewFactView(f))
 }
 
-func configInput(m map[string]any, creating bool) (platform.ConfigInput, error) {
+// configInput reads a config body; the returned input holds its shape
+// errors.
+func configInput(m map[string]any, creating bool) (platform.ConfigInput, *input) {
 	in := &input{m: m}
 	allowed := []string{"name", "scope_type", "scope_id", "settings", "effective_at"}
 	if creating {
@@ -290,7 +295,7 @@ func configInput(m map[string]any, creating bool) (platform.ConfigInput, error) 
 	if !creating {
 		ci.ExpectedVersion = in.integer("version")
 	}
-	return ci, in.err()
+	return ci, in
 }
 
 func (s *Server) createConfig(c *fiber.Ctx) error {
@@ -298,8 +303,11 @@ func (s *Server) createConfig(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ci, err := configInput(m, true)
-	if err != nil {
+	ci, in := configInput(m, true)
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), "", ci)
+		return errs
+	}); err != nil {
 		return err
 	}
 	return s.idempotent(c, "POST /v1/configs", raw, func() (int, any, error) {
@@ -324,8 +332,11 @@ func (s *Server) updateConfig(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ci, err := configInput(m, false)
-	if err != nil {
+	ci, in := configInput(m, false)
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), c.Params("id"), ci)
+		return errs
+	}); err != nil {
 		return err
 	}
 	cfg, err := s.platform.UpdateConfig(ctx(c), tenant(c), c.Params("id"), ci)

@@ -70,6 +70,41 @@ type ConfigInput struct {
 }
 
 func (s *Service) checkConfig(ctx context.Context, tenant string, in *ConfigInput, creating bool) error {
+	if errs := s.configErrors(ctx, tenant, in, creating); len(errs) > 0 {
+		return problem.Validation(errs)
+	}
+	return nil
+}
+
+// ConfigInputErrors returns every field error CreateConfig (configID
+// empty) or UpdateConfig of configID would report for in, without
+// writing. It returns an error only when the config to update cannot be
+// read.
+func (s *Service) ConfigInputErrors(ctx context.Context, tenant, configID string, in ConfigInput) ([]problem.FieldError, error) {
+	if configID == "" {
+		return s.configErrors(ctx, tenant, &in, true), nil
+	}
+	cur, err := s.GetConfig(ctx, tenant, configID)
+	if err != nil {
+		return nil, err
+	}
+	inheritConfig(&in, cur, configID)
+	return s.configErrors(ctx, tenant, &in, false), nil
+}
+
+// inheritConfig fills a new version's input with what it keeps of the
+// current version.
+func inheritConfig(in *ConfigInput, cur *store.Config, configID string) {
+	in.Type, in.ID = cur.Type, configID
+	if in.ScopeType == "" {
+		in.ScopeType, in.ScopeID = cur.ScopeType, cur.ScopeID
+	}
+	if in.Name == "" {
+		in.Name = cur.Name
+	}
+}
+
+func (s *Service) configErrors(ctx context.Context, tenant string, in *ConfigInput, creating bool) []problem.FieldError {
 	var errs []problem.FieldError
 	if creating {
 		switch {
@@ -95,10 +130,7 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *ConfigInpu
 	if in.EffectiveAt < 0 {
 		errs = append(errs, problem.FieldError{Field: "effective_at", Code: problem.CodeRange, Message: "effective_at must be milliseconds since the epoch"})
 	}
-	if len(errs) > 0 {
-		return problem.Validation(errs)
-	}
-	return nil
+	return errs
 }
 
 // CreateConfig stores version 1 of a new config, status active.
@@ -148,13 +180,7 @@ func (s *Service) UpdateConfig(ctx context.Context, tenant, configID string, in 
 	if err != nil {
 		return nil, err
 	}
-	in.Type, in.ID = cur.Type, configID
-	if in.ScopeType == "" {
-		in.ScopeType, in.ScopeID = cur.ScopeType, cur.ScopeID
-	}
-	if in.Name == "" {
-		in.Name = cur.Name
-	}
+	inheritConfig(&in, cur, configID)
 	if err := s.checkConfig(ctx, tenant, &in, false); err != nil {
 		return nil, err
 	}
