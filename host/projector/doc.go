@@ -10,7 +10,10 @@
 // backfills from every fact recorded before it existed, at the stream's
 // pace and without holding up writers. Delivery is at least once; the
 // engine records fact ids, so a replayed batch changes nothing and results
-// are exactly once.
+// are exactly once. Once a runtime has read everything there was, it joins
+// the service's shared tail, which reads each new batch once for every
+// caught-up runtime and saves their checkpoints; a runtime the tail drops
+// after a failure reads on its own from its checkpoint again.
 //
 // A new version that aggregates differently gets a new state key and
 // backfills beside the old one, which keeps answering queries until the new

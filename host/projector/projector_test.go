@@ -120,7 +120,12 @@ func appendCalls(t *testing.T, st store.Store, n int) {
 
 func createConfig(t *testing.T, st store.Store, id string, storageVersion int) {
 	t.Helper()
-	err := st.CreateConfig(context.Background(), &store.Config{TenantID: tenant, ID: id, Version: 1, Type: projector.ConfigType, Name: "calls",
+	createNamedConfig(t, st, id, "calls", storageVersion)
+}
+
+func createNamedConfig(t *testing.T, st store.Store, id, name string, storageVersion int) {
+	t.Helper()
+	err := st.CreateConfig(context.Background(), &store.Config{TenantID: tenant, ID: id, Version: 1, Type: projector.ConfigType, Name: name,
 		ScopeType: projector.ScopePlatform, Settings: json.RawMessage(fmt.Sprintf(settings, storageVersion)), Status: store.ConfigActive,
 		EffectiveAt: hour0, CreatedAt: time.Now().UnixMilli()})
 	if err != nil {
@@ -154,7 +159,12 @@ type answer struct {
 
 func query(t *testing.T, s *projector.Service, mode string, aggregate bool) answer {
 	t.Helper()
-	rows, meta, err := s.Query(context.Background(), tenant, "calls", map[string]any{"mode": mode, "aggregate": aggregate})
+	return queryNamed(t, s, "calls", mode, aggregate)
+}
+
+func queryNamed(t *testing.T, s *projector.Service, name, mode string, aggregate bool) answer {
+	t.Helper()
+	rows, meta, err := s.Query(context.Background(), tenant, name, map[string]any{"mode": mode, "aggregate": aggregate})
 	if err != nil {
 		t.Fatalf("query %s: %v", mode, err)
 	}
@@ -166,10 +176,15 @@ func query(t *testing.T, s *projector.Service, mode string, aggregate bool) answ
 // aggregated count is want.
 func waitConsistent(t *testing.T, s *projector.Service, want int) answer {
 	t.Helper()
+	return waitConsistentNamed(t, s, "calls", want)
+}
+
+func waitConsistentNamed(t *testing.T, s *projector.Service, name string, want int) answer {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		mat, comp := query(t, s, "materialized", false), query(t, s, "compute", false)
-		agg := query(t, s, "materialized", true)
+		mat, comp := queryNamed(t, s, name, "materialized", false), queryNamed(t, s, name, "compute", false)
+		agg := queryNamed(t, s, name, "materialized", true)
 		count := fmt.Sprint(agg.rows[0].(map[string]any)["count"])
 		if reflect.DeepEqual(mat.rows, comp.rows) && count == fmt.Sprint(want) && mat.meta["ready"] == true {
 			return mat

@@ -35,6 +35,10 @@ type runtime struct {
 	// readyAt is when ready became true (UnixNano).
 	readyAt atomic.Int64
 
+	// detached is signalled when the shared tail drops the runtime after
+	// a failure, so that it reads on its own again.
+	detached chan struct{}
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -45,7 +49,8 @@ func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
 	rt := &runtime{
 		s: s, tenant: c.cfg.TenantID, configID: c.cfg.ID, version: c.cfg.Version, key: key,
 		source: settings.Source, types: map[string]bool{}, materialized: settings.Materialize,
-		rollups: settings.Rollup != nil && settings.Rollup.Enabled,
+		rollups:  settings.Rollup != nil && settings.Rollup.Enabled,
+		detached: make(chan struct{}, 1),
 	}
 	for _, t := range settings.FactTypes {
 		rt.types[t] = true
@@ -149,17 +154,47 @@ func (rt *runtime) run(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
-	c := &stream.Consumer{
-		Name:         rt.consumerName(),
-		Store:        st,
-		Handler:      rt.handle,
-		BatchSize:    rt.s.opts.BatchSize,
-		PollInterval: rt.s.opts.PollInterval,
-		Logger:       rt.s.log,
-		Metrics:      rt.s.opts.Metrics,
+	// The runtime reads on its own until it has caught up, then the shared
+	// tail feeds it; it reads on its own again if the tail drops it.
+	defer rt.s.tail.detach(rt)
+	for {
+		attached := false
+		c := &stream.Consumer{
+			Name:  rt.consumerName(),
+			Store: st,
+			Handler: func(ctx context.Context, facts []store.Fact) error {
+				_, err := rt.handle(ctx, facts)
+				return err
+			},
+			BatchSize:    rt.s.opts.BatchSize,
+			PollInterval: rt.s.opts.PollInterval,
+			Logger:       rt.s.log,
+			Metrics:      rt.s.opts.Metrics,
+			CaughtUp: func(ctx context.Context, pos int64) bool {
+				attached = rt.s.tail.attach(ctx, rt, pos)
+				return attached
+			},
+		}
+		if err := c.Run(ctx); err != nil {
+			rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
+			return
+		}
+		if !attached {
+			return // ctx ended
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-rt.detached:
+		}
 	}
-	if err := c.Run(ctx); err != nil {
-		rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
+}
+
+// dropped tells the runtime that the shared tail no longer feeds it.
+func (rt *runtime) dropped() {
+	select {
+	case rt.detached <- struct{}{}:
+	default:
 	}
 }
 
@@ -170,9 +205,9 @@ func (rt *runtime) checkReady() {
 }
 
 // handle feeds the facts of the projection's tenant, source entity type
-// and fact types to the engine. A fact already recorded changes nothing,
-// so a replayed batch is harmless.
-func (rt *runtime) handle(ctx context.Context, facts []store.Fact) error {
+// and fact types to the engine and returns how many there were. A fact
+// already recorded changes nothing, so a replayed batch is harmless.
+func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) {
 	batch := make([]projection.Fact, 0, len(facts))
 	for i := range facts {
 		f := &facts[i]
@@ -190,12 +225,12 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) error {
 	}
 	if len(batch) > 0 {
 		if _, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key}); err != nil {
-			return fmt.Errorf("projection %s: %w", rt.key, err)
+			return 0, fmt.Errorf("projection %s: %w", rt.key, err)
 		}
 	}
 	rt.pos.Store(facts[len(facts)-1].Position)
 	rt.checkReady()
-	return nil
+	return len(batch), nil
 }
 
 func (rt *runtime) rollupLoop(ctx context.Context) {

@@ -56,6 +56,9 @@ type Service struct {
 	opts Options
 	log  *slog.Logger
 
+	// tail reads the stream once for every runtime that has caught up.
+	tail *tail
+
 	mu        sync.Mutex
 	tracked   map[ref]*tracked
 	bad       map[string]bool // config versions that failed to compile, logged once
@@ -65,6 +68,7 @@ type Service struct {
 	ctx      context.Context // the context runtimes run under; nil before Start
 	stop     context.CancelFunc
 	loopDone chan struct{}
+	tailDone chan struct{}
 }
 
 // ref names one projection config.
@@ -103,6 +107,9 @@ func New(opts Options) (*Service, error) {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 512
 	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 2 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -110,7 +117,9 @@ func New(opts Options) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{opts: opts, log: log, tracked: map[ref]*tracked{}, bad: map[string]bool{}, doomed: map[*runtime]time.Time{}}, nil
+	s := &Service{opts: opts, log: log, tracked: map[ref]*tracked{}, bad: map[string]bool{}, doomed: map[*runtime]time.Time{}}
+	s.tail = newTail(s)
+	return s, nil
 }
 
 // Start loads the active projection configs, starts their runtimes and
@@ -123,7 +132,12 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
 	s.loopDone = make(chan struct{})
+	s.tailDone = make(chan struct{})
 	s.mu.Unlock()
+	go func() {
+		defer close(s.tailDone)
+		s.tail.run(s.ctx)
+	}()
 	if err := s.Sync(ctx); err != nil {
 		s.log.Warn("projection: first config sync failed; retrying", "err", err)
 	}
@@ -153,6 +167,7 @@ func (s *Service) Stop() {
 	}
 	s.mu.Unlock()
 	<-done
+	<-s.tailDone
 	for _, rt := range rts {
 		rt.halt()
 	}

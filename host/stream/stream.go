@@ -44,6 +44,12 @@ type Consumer struct {
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	Metrics      *Metrics
+	// CaughtUp, when set, is called each time the consumer has handled
+	// every fact it found (a batch shorter than BatchSize), with the
+	// position it saved; returning true ends Run. A reader that serves
+	// several consumers at once uses it to take over a consumer that has
+	// caught up with it.
+	CaughtUp func(ctx context.Context, pos int64) bool
 }
 
 // Metrics are the stream gauges, shared by all consumers of a process.
@@ -82,6 +88,13 @@ func (m *Metrics) Forget(consumer string) {
 	m.lag.DeleteLabelValues(consumer)
 	m.position.DeleteLabelValues(consumer)
 	m.errors.DeleteLabelValues(consumer)
+}
+
+// Record sets a consumer's position and lag gauges, for readers that
+// advance consumers without running them.
+func (m *Metrics) Record(consumer string, pos, head int64) {
+	m.position.WithLabelValues(consumer).Set(float64(pos))
+	m.lag.WithLabelValues(consumer).Set(float64(head - pos))
 }
 
 // Lag returns the lag gauge of a consumer.
@@ -139,6 +152,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		backoff.reset()
 		if n == c.BatchSize {
 			continue // more may be waiting
+		}
+		if c.CaughtUp != nil && c.CaughtUp(ctx, pos) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
