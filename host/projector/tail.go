@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/stream"
 )
 
 // checkpointEvery bounds how often a follower that had nothing to do saves
@@ -59,7 +59,7 @@ func (t *tail) attach(ctx context.Context, rt *runtime, p int64) bool {
 			return false
 		}
 		facts, err := t.s.opts.Store.ReadFacts(ctx, p, int(gap))
-		if err != nil || len(facts) != int(gap) || contiguityErr(facts, p) != nil {
+		if err != nil || len(facts) != int(gap) || stream.Continues(facts, p) != nil {
 			return false
 		}
 		if _, err := rt.handle(ctx, facts); err != nil {
@@ -147,7 +147,7 @@ func (t *tail) step(ctx context.Context) (int, error) {
 	if len(facts) == 0 {
 		return 0, nil
 	}
-	if err := contiguityErr(facts, pos); err != nil {
+	if err := stream.Continues(facts, pos); err != nil {
 		return 0, err
 	}
 	last := facts[len(facts)-1].Position
@@ -199,14 +199,4 @@ func (t *tail) step(ctx context.Context) (int, error) {
 	}
 	t.pos = last
 	return len(facts), nil
-}
-
-// contiguityErr reports a batch that does not continue position after.
-func contiguityErr(facts []store.Fact, after int64) error {
-	for i := range facts {
-		if facts[i].Position != after+int64(i)+1 {
-			return fmt.Errorf("position gap: expected %d, read %d", after+int64(i)+1, facts[i].Position)
-		}
-	}
-	return nil
 }

@@ -103,6 +103,18 @@ func (m *Metrics) Lag(consumer string) prometheus.Gauge { return m.lag.WithLabel
 // errGap reports a batch that does not continue the checkpoint.
 var errGap = errors.New("stream: position gap")
 
+// Continues reports an error unless facts hold exactly the positions
+// after+1, after+2, ... in order: a batch read after a position must
+// continue it without a gap.
+func Continues(facts []store.Fact, after int64) error {
+	for i := range facts {
+		if facts[i].Position != after+int64(i)+1 {
+			return fmt.Errorf("%w: expected %d, read %d", errGap, after+int64(i)+1, facts[i].Position)
+		}
+	}
+	return nil
+}
+
 // Run consumes until ctx ends; it returns nil then. It returns an error only
 // when it cannot start (for example the checkpoint cannot be read).
 func (c *Consumer) Run(ctx context.Context) error {
@@ -174,10 +186,8 @@ func (c *Consumer) step(ctx context.Context, pos *int64) (int, error) {
 	if len(facts) == 0 {
 		return 0, nil
 	}
-	for i := range facts {
-		if facts[i].Position != *pos+int64(i)+1 {
-			return 0, fmt.Errorf("%w: expected %d, read %d", errGap, *pos+int64(i)+1, facts[i].Position)
-		}
+	if err := Continues(facts, *pos); err != nil {
+		return 0, err
 	}
 	if err := c.Handler(ctx, facts); err != nil {
 		return 0, fmt.Errorf("handler: %w", err)
