@@ -83,22 +83,22 @@ func (t *tail) detach(rt *runtime) {
 
 // run dispatches new facts to the followers until ctx ends.
 func (t *tail) run(ctx context.Context) {
+	// Without a subscription the tail polls, and tries to subscribe again
+	// each round.
 	var wake <-chan struct{}
-	for wake == nil {
-		w, err := t.s.opts.Store.SubscribeFacts(ctx)
-		if err == nil {
-			wake = w
-			break
-		}
-		t.s.log.Warn("projection: subscribe to facts; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+	subscribeFailed := false
 	failures := 0
 	for {
+		if wake == nil {
+			w, err := t.s.opts.Store.SubscribeFacts(ctx)
+			switch {
+			case err == nil:
+				wake, subscribeFailed = w, false
+			case !subscribeFailed && ctx.Err() == nil:
+				subscribeFailed = true
+				t.s.log.Warn("projection: subscribe to new facts failed; polling meanwhile", "err", err)
+			}
+		}
 		n, err := t.step(ctx)
 		if ctx.Err() != nil {
 			return
