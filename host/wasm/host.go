@@ -199,7 +199,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 	}
 	h.plugins[p] = struct{}{}
 	h.mu.Unlock()
-	p.log().Info("plugin loaded", "kind", desc.Kind, "compile", p.compileTime, "load", time.Since(start), "instances", h.opts.PoolSize)
+	p.log().Info("plugin loaded", "kind", desc.Kind, "compile_ms", millis(p.compileTime), "load_ms", millis(time.Since(start)), "instances", h.opts.PoolSize)
 	return p, nil
 }
 

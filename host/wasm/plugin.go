@@ -372,7 +372,7 @@ func (p *Plugin) shutdown() {
 	p.closeErr = p.rt.Close(context.Background())
 	p.host.forget(p)
 	p.host.metrics.release(p.desc.Name, p.desc.Version)
-	p.log().Info("plugin closed", "drain", time.Since(start))
+	p.log().Info("plugin closed", "drain_ms", millis(time.Since(start)))
 	close(p.closedCh)
 }
 
@@ -406,3 +406,7 @@ func (p *Plugin) describe(ctx context.Context, in *instance) (abi.Description, e
 	}
 	return d, nil
 }
+
+// millis renders a duration for log lines the way request logs do: fractional
+// milliseconds, not slog's integer nanoseconds.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

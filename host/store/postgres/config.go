@@ -28,19 +28,6 @@ func scanConfig(row pgx.Row) (*store.Config, error) {
 	return &c, nil
 }
 
-// prepareConfig checks c and fills the defaults shared by CreateConfig and
-// PutConfigVersion: status active when empty, no SupersededAt.
-func prepareConfig(c *store.Config) error {
-	if c.Status == "" {
-		c.Status = store.ConfigActive
-	}
-	if c.Status != store.ConfigActive && c.Status != store.ConfigArchived {
-		return fmt.Errorf("unknown status %q", c.Status)
-	}
-	c.SupersededAt = nil
-	return checkJSON("settings", c.Settings)
-}
-
 const insertConfig = `INSERT INTO configs (tenant_id, id, version, type, name, scope_type, scope_id, settings, status,
 	superseded_at, effective_at, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, NULL, $10, $11)`
@@ -53,7 +40,7 @@ func insertConfigArgs(c *store.Config) []any {
 // CreateConfig inserts version 1 of a config. Every config has a version
 // 1, so the primary key rejects a taken id.
 func (s *Store) CreateConfig(ctx context.Context, c *store.Config) error {
-	if err := prepareConfig(c); err != nil {
+	if err := c.PrepareVersion(); err != nil {
 		return fmt.Errorf("postgres: create config: %w", err)
 	}
 	c.Version = 1
@@ -111,7 +98,7 @@ func lockConfig(ctx context.Context, tx pgx.Tx, tenantID, id string) error {
 
 // PutConfigVersion inserts the next version and supersedes the previous one.
 func (s *Store) PutConfigVersion(ctx context.Context, c *store.Config) error {
-	if err := prepareConfig(c); err != nil {
+	if err := c.PrepareVersion(); err != nil {
 		return fmt.Errorf("postgres: put config version: %w", err)
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

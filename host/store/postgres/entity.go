@@ -282,13 +282,9 @@ func (s *Store) queryEntity(ctx context.Context, q string, args ...any) (*store.
 	return e, rows.Err()
 }
 
-func checkEntityJSON(data, metadata, state json.RawMessage) error {
-	return errors.Join(checkJSON("data", data), checkJSON("metadata", metadata), checkJSON("state", state))
-}
-
 // CreateEntity inserts e with version 1.
 func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
-	if err := checkEntityJSON(e.Data, e.Metadata, e.State); err != nil {
+	if err := store.CheckEntityJSON(e.Data, e.Metadata, e.State); err != nil {
 		return fmt.Errorf("postgres: create entity: %w", err)
 	}
 	args := []any{e.TenantID, e.ID, e.Type, int64(1), objectOrEmpty(e.Data), nullJSON(e.Metadata), nullJSON(e.State)}
@@ -314,7 +310,7 @@ func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Enti
 // version still matches. One statement: the row lock it takes makes the
 // version check and the increment atomic.
 func (s *Store) UpdateEntity(ctx context.Context, u store.EntityUpdate) (*store.Entity, error) {
-	if err := checkEntityJSON(u.Data, u.Metadata, nil); err != nil {
+	if err := store.CheckEntityJSON(u.Data, u.Metadata, nil); err != nil {
 		return nil, fmt.Errorf("postgres: update entity: %w", err)
 	}
 	args := []any{objectOrEmpty(u.Data), nullJSON(u.Metadata)}
@@ -352,17 +348,12 @@ func (s *Store) ListEntities(ctx context.Context, f store.EntityFilter) ([]store
 	q.WriteString(`SELECT ` + entityColumns + ` FROM entities WHERE tenant_id = $1 AND type = $2`)
 	args := []any{f.TenantID, f.Type}
 	for _, w := range f.Where {
-		_, number, ok := store.ParseSlotColumn(w.Slot)
-		if !ok {
-			return nil, fmt.Errorf("postgres: list entities: unknown slot %q", w.Slot)
-		}
-		v, err := slotValue(w.Value, number)
+		col, v, err := w.Column()
 		if err != nil {
-			return nil, fmt.Errorf("postgres: list entities: slot %s: %w", w.Slot, err)
+			return nil, fmt.Errorf("postgres: list entities: %w", err)
 		}
 		args = append(args, v)
-		// w.Slot is one of the fixed column names, checked above.
-		fmt.Fprintf(&q, ` AND %s = $%d`, w.Slot, len(args))
+		fmt.Fprintf(&q, ` AND %s = $%d`, col, len(args))
 	}
 	if f.AfterID != "" {
 		args = append(args, f.AfterID)
@@ -390,33 +381,9 @@ func (s *Store) ListEntities(ctx context.Context, f store.EntityFilter) ([]store
 	return out, nil
 }
 
-// slotValue checks the type of a filter value: a string for ix_s_*, a number
-// for ix_n_*.
-func slotValue(v any, number bool) (any, error) {
-	if !number {
-		if s, ok := v.(string); ok {
-			return s, nil
-		}
-		return nil, fmt.Errorf("want a string value, got %T", v)
-	}
-	switch n := v.(type) {
-	case float64:
-		return n, nil
-	case float32:
-		return float64(n), nil
-	case int:
-		return float64(n), nil
-	case int64:
-		return float64(n), nil
-	case int32:
-		return float64(n), nil
-	}
-	return nil, fmt.Errorf("want a number value, got %T", v)
-}
-
 // SetEntityState overwrites the State snapshot; the version is unchanged.
 func (s *Store) SetEntityState(ctx context.Context, tenantID, id string, state json.RawMessage) error {
-	if err := checkJSON("state", state); err != nil {
+	if err := store.CheckJSON("state", state); err != nil {
 		return fmt.Errorf("postgres: set entity state: %w", err)
 	}
 	var changed int64

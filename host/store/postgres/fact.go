@@ -111,11 +111,11 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 		if f.ID == "" || f.TenantID == "" {
 			return nil, fmt.Errorf("postgres: append facts: item %d: fact id and tenant are required", i)
 		}
-		if err := errors.Join(checkJSON("data", f.Data), checkJSON("state", it.State)); err != nil {
+		if err := errors.Join(store.CheckJSON("data", f.Data), store.CheckJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("postgres: append facts: item %d: %w", i, err)
 		}
 		if it.Outbox != nil {
-			if err := checkOutboxRow(it.Outbox); err != nil {
+			if err := it.Outbox.Check(); err != nil {
 				return nil, fmt.Errorf("postgres: append facts: item %d: outbox: %w", i, err)
 			}
 		}

@@ -71,7 +71,7 @@ FROM idempotency WHERE tenant_id = $1 AND scope = $2 AND key = $3`, k.TenantID, 
 
 // CompleteIdempotency stores the response and marks the record done.
 func (s *Store) CompleteIdempotency(ctx context.Context, k store.IdemKey, status int, body []byte, headers json.RawMessage) error {
-	if err := checkJSON("headers", headers); err != nil {
+	if err := store.CheckJSON("headers", headers); err != nil {
 		return fmt.Errorf("postgres: complete idempotency: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE idempotency SET state = $1, status_code = $2, body = $3, headers = $4::jsonb

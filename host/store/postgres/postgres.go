@@ -187,15 +187,6 @@ func jsonOrNil(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
-// checkJSON rejects malformed JSON before it reaches a jsonb column, so the
-// caller gets a clear message instead of a driver error.
-func checkJSON(field string, j json.RawMessage) error {
-	if len(j) > 0 && !json.Valid(j) {
-		return fmt.Errorf("%s is not valid JSON", field)
-	}
-	return nil
-}
-
 // limitArg maps a non-positive limit to NULL, which LIMIT reads as no limit.
 func limitArg(n int) *int64 {
 	if n <= 0 {

@@ -53,20 +53,6 @@ func scanOutbox(row pgx.Row, extra ...any) (*store.OutboxRow, error) {
 	return &r, nil
 }
 
-// checkOutboxRow rejects rows the schema would refuse with a driver error,
-// so the caller gets a clear message.
-func checkOutboxRow(r *store.OutboxRow) error {
-	switch {
-	case r.DeliveryID == "" || r.TenantID == "" || r.TriggeredFactID == "" || r.ConfigID == "":
-		return errors.New("delivery id, tenant, triggered fact id and config id are required")
-	case r.Status != store.OutboxPending && r.Status != store.OutboxSent && r.Status != store.OutboxDead:
-		return fmt.Errorf("status %q is not pending, sent or dead", r.Status)
-	case r.Attempt < 1 || r.MaxAttempts < 1 || r.TimeoutSeconds < 1:
-		return errors.New("attempt, max attempts and timeout must be positive")
-	}
-	return errors.Join(checkJSON("message", r.Message), checkJSON("dead letter", r.DeadLetter))
-}
-
 // outboxArrays holds outbox rows column by column for INSERT/UPDATE ...
 // unnest.
 type outboxArrays struct {
@@ -290,14 +276,14 @@ func (s *Store) ChangeOutbox(ctx context.Context, changes []store.OutboxChange) 
 		if c.Row.DeliveryID == "" || c.Row.TenantID == "" {
 			return nil, fmt.Errorf("postgres: change outbox: change %d: delivery id and tenant are required", i)
 		}
-		if err := errors.Join(checkJSON("dead letter", c.Row.DeadLetter)); err != nil {
+		if err := errors.Join(store.CheckJSON("dead letter", c.Row.DeadLetter)); err != nil {
 			return nil, fmt.Errorf("postgres: change outbox: change %d: %w", i, err)
 		}
 		for _, f := range c.Facts {
 			if f.ID == "" || f.TenantID == "" || f.EntityID != "" {
 				return nil, fmt.Errorf("postgres: change outbox: change %d: facts need an id and a tenant and no entity", i)
 			}
-			if err := checkJSON("data", f.Data); err != nil {
+			if err := store.CheckJSON("data", f.Data); err != nil {
 				return nil, fmt.Errorf("postgres: change outbox: change %d: %w", i, err)
 			}
 			factIDs = append(factIDs, f.ID)

@@ -30,19 +30,6 @@ func scanConfig(row rowScanner) (*store.Config, error) {
 	return &c, nil
 }
 
-// prepareConfig checks c and fills the defaults shared by CreateConfig and
-// PutConfigVersion: status active when empty, no SupersededAt.
-func prepareConfig(c *store.Config) error {
-	if c.Status == "" {
-		c.Status = store.ConfigActive
-	}
-	if c.Status != store.ConfigActive && c.Status != store.ConfigArchived {
-		return fmt.Errorf("unknown status %q", c.Status)
-	}
-	c.SupersededAt = nil
-	return checkJSON("settings", c.Settings)
-}
-
 func insertConfig(ctx context.Context, tx *sql.Tx, c *store.Config) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO configs (`+configColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`,
 		c.TenantID, c.ID, c.Version, c.Type, nullString(c.Name), nullString(c.ScopeType), nullString(c.ScopeID),
@@ -52,7 +39,7 @@ func insertConfig(ctx context.Context, tx *sql.Tx, c *store.Config) error {
 
 // CreateConfig inserts version 1 of a config.
 func (s *Store) CreateConfig(ctx context.Context, c *store.Config) error {
-	if err := prepareConfig(c); err != nil {
+	if err := c.PrepareVersion(); err != nil {
 		return fmt.Errorf("sqlite: create config: %w", err)
 	}
 	c.Version = 1
@@ -110,7 +97,7 @@ func (s *Store) ListConfigVersions(ctx context.Context, tenantID, id string) ([]
 
 // PutConfigVersion inserts the next version and supersedes the previous one.
 func (s *Store) PutConfigVersion(ctx context.Context, c *store.Config) error {
-	if err := prepareConfig(c); err != nil {
+	if err := c.PrepareVersion(); err != nil {
 		return fmt.Errorf("sqlite: put config version: %w", err)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -35,11 +35,11 @@ func scanFact(row rowScanner) (*store.Fact, error) {
 // the position counter, and positions stay gapless.
 func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
 	for i, it := range items {
-		if err := errors.Join(checkJSON("data", it.Fact.Data), checkJSON("state", it.State)); err != nil {
+		if err := errors.Join(store.CheckJSON("data", it.Fact.Data), store.CheckJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("sqlite: append facts: item %d: %w", i, err)
 		}
 		if it.Outbox != nil {
-			if err := checkOutboxRow(it.Outbox); err != nil {
+			if err := it.Outbox.Check(); err != nil {
 				return nil, fmt.Errorf("sqlite: append facts: item %d: outbox: %w", i, err)
 			}
 		}

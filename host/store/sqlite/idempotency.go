@@ -63,7 +63,7 @@ FROM idempotency WHERE tenant_id = ? AND scope = ? AND key = ?`, k.TenantID, k.S
 
 // CompleteIdempotency stores the response and marks the record done.
 func (s *Store) CompleteIdempotency(ctx context.Context, k store.IdemKey, status int, body []byte, headers json.RawMessage) error {
-	if err := checkJSON("headers", headers); err != nil {
+	if err := store.CheckJSON("headers", headers); err != nil {
 		return fmt.Errorf("sqlite: complete idempotency: %w", err)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {

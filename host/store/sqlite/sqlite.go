@@ -211,15 +211,6 @@ func objectOrEmpty(j json.RawMessage) string {
 	return string(j)
 }
 
-// checkJSON rejects malformed JSON before it reaches a column that readers
-// decode (Postgres jsonb rejects it too).
-func checkJSON(field string, j json.RawMessage) error {
-	if len(j) > 0 && !json.Valid(j) {
-		return fmt.Errorf("%s is not valid JSON", field)
-	}
-	return nil
-}
-
 // sqlLimit maps a non-positive limit to SQLite's "no limit".
 func sqlLimit(n int) int {
 	if n <= 0 {

@@ -37,19 +37,6 @@ func scanOutbox(row rowScanner, extra ...any) (*store.OutboxRow, error) {
 	return &r, nil
 }
 
-// checkOutboxRow rejects rows the schema would refuse.
-func checkOutboxRow(r *store.OutboxRow) error {
-	switch {
-	case r.DeliveryID == "" || r.TenantID == "" || r.TriggeredFactID == "" || r.ConfigID == "":
-		return errors.New("delivery id, tenant, triggered fact id and config id are required")
-	case r.Status != store.OutboxPending && r.Status != store.OutboxSent && r.Status != store.OutboxDead:
-		return fmt.Errorf("status %q is not pending, sent or dead", r.Status)
-	case r.Attempt < 1 || r.MaxAttempts < 1 || r.TimeoutSeconds < 1:
-		return errors.New("attempt, max attempts and timeout must be positive")
-	}
-	return errors.Join(checkJSON("message", r.Message), checkJSON("dead letter", r.DeadLetter))
-}
-
 // insertOutbox writes a new outbox row inside tx.
 func insertOutbox(ctx context.Context, tx *sql.Tx, r *store.OutboxRow) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (`+outboxColumns+`)
@@ -183,14 +170,14 @@ func (s *Store) ChangeOutbox(ctx context.Context, changes []store.OutboxChange) 
 		if c.Row.DeliveryID == "" || c.Row.TenantID == "" {
 			return nil, fmt.Errorf("sqlite: change outbox: change %d: delivery id and tenant are required", i)
 		}
-		if err := checkJSON("dead letter", c.Row.DeadLetter); err != nil {
+		if err := store.CheckJSON("dead letter", c.Row.DeadLetter); err != nil {
 			return nil, fmt.Errorf("sqlite: change outbox: change %d: %w", i, err)
 		}
 		for _, f := range c.Facts {
 			if f.ID == "" || f.TenantID == "" || f.EntityID != "" {
 				return nil, fmt.Errorf("sqlite: change outbox: change %d: facts need an id and a tenant and no entity", i)
 			}
-			if err := checkJSON("data", f.Data); err != nil {
+			if err := store.CheckJSON("data", f.Data); err != nil {
 				return nil, fmt.Errorf("sqlite: change outbox: change %d: %w", i, err)
 			}
 		}
