@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/ratelimit"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/host/ratelimit"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // serverTime is Redis' clock in microseconds.
@@ -287,9 +289,9 @@ func TestRedisRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, opts.Addr)
+	px := testutil.NewProxy(t, opts.Addr)
 	o := *opts
-	o.Addr = px.addr
+	o.Addr = px.Addr()
 	o.MaxRetries, o.DialerRetries = -1, 1
 	client := redis.NewClient(&o)
 	t.Cleanup(func() { client.Close() })
@@ -299,14 +301,14 @@ func TestRedisRecovers(t *testing.T) {
 	if d, err := lim.Allow(c, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
-	px.setDown(true)
+	px.SetDown(true)
 	if d, err := lim.Allow(c, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("down, failing open: %+v, %v; want allowed", d, err)
 	}
 	if _, err := lim.Check(c); err == nil {
 		t.Fatal("Check healthy while Redis is unreachable")
 	}
-	px.setDown(false)
+	px.SetDown(false)
 	if _, err := lim.Check(c); err != nil {
 		t.Fatalf("Check after recovery: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,4 +242,42 @@ func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_2")})
 	rec.next(t, "changed tnt_a/ent_1")
 	rec.quietFor(t, 100*time.Millisecond)
+}
+
+// TestWatchEntitiesSilentConnection: when the path to the server stops
+// carrying bytes without closing (a dropped route, a frozen server), the
+// listener's heartbeat notices, the watch stops vouching for the cache,
+// and it comes back live once the path does.
+func TestWatchEntitiesSilentConnection(t *testing.T) {
+	t.Parallel()
+	direct := testutil.Postgres(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := testutil.NewProxy(t, u.Host)
+	u.Host = px.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	ctx := t.Context()
+	a := open(t, u.String(), postgres.Options{Logger: quiet, ListenHeartbeat: 200 * time.Millisecond})
+	b := open(t, direct, postgres.Options{Logger: quiet})
+	createEntity(t, b, "tnt_a", "ent_1")
+	rec := newRecorder(t)
+	if err := a.WatchEntities(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "resync live")
+
+	px.Freeze()
+	start := time.Now()
+	rec.next(t, "resync down")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("a silent connection went unnoticed for %v", took)
+	}
+	px.Thaw()
+	rec.next(t, "resync live")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
+	rec.next(t, "changed tnt_a/ent_1")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Reconnect backoff of the LISTEN connection.
@@ -17,6 +18,11 @@ const (
 	listenBackoffMin = 100 * time.Millisecond
 	listenBackoffMax = 5 * time.Second
 )
+
+// listenConnectTimeout bounds one attempt to open the LISTEN connection, so
+// an unreachable server is retried rather than waited on for good; a
+// connect_timeout in the URL applies within it.
+const listenConnectTimeout = 10 * time.Second
 
 var errClosed = errors.New("store closed")
 
@@ -34,6 +40,7 @@ var errClosed = errors.New("store closed")
 type listener struct {
 	connConfig *pgx.ConnConfig
 	logger     *slog.Logger
+	heartbeat  time.Duration
 
 	mu        sync.Mutex
 	subs      map[chan struct{}]func() bool // channel -> stop of its context.AfterFunc
@@ -50,10 +57,11 @@ type listener struct {
 	done      chan struct{} // closed when the listen loop has returned
 }
 
-func newListener(cfg *pgx.ConnConfig, logger *slog.Logger) *listener {
+func newListener(cfg *pgx.ConnConfig, logger *slog.Logger, heartbeat time.Duration) *listener {
 	return &listener{
 		connConfig: cfg.Copy(),
 		logger:     logger,
+		heartbeat:  heartbeat,
 		subs:       make(map[chan struct{}]func() bool),
 		watches:    make(map[*entityWatch]struct{}),
 		attempted:  make(chan struct{}),
@@ -230,7 +238,9 @@ func (l *listener) run(ctx context.Context) {
 // listen connects, LISTENs and forwards notifications until the connection
 // fails or ctx ends. wasUp reports whether LISTEN succeeded.
 func (l *listener) listen(ctx context.Context) (wasUp bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, l.connConfig)
+	cctx, cancel := context.WithTimeout(ctx, listenConnectTimeout)
+	conn, err := pgx.ConnectConfig(cctx, l.connConfig)
+	cancel()
 	if err != nil {
 		return false, err
 	}
@@ -250,9 +260,12 @@ func (l *listener) listen(ctx context.Context) (wasUp bool, err error) {
 	// Commits made while no connection was listening went unannounced.
 	l.notify()
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := l.wait(ctx, conn)
 		if err != nil {
 			return true, err
+		}
+		if n == nil {
+			continue // quiet, and the ping was answered
 		}
 		if n.Channel == entityChannel {
 			l.entityChanged(n.Payload)
@@ -263,6 +276,28 @@ func (l *listener) listen(ctx context.Context) (wasUp bool, err error) {
 			l.notify()
 		}
 	}
+}
+
+// wait waits for the next notification. A connection that died without
+// a word (a dropped route, a frozen server) would leave a plain wait blocked
+// for good while watches trust it, so after l.heartbeat of quiet it pings
+// the server and reports an unanswered ping as a failure; a quiet, live
+// connection gives (nil, nil). A timed-out wait leaves the connection
+// usable (pgconn closes it only on other errors), and a notification that
+// arrives during the ping is buffered for the next wait.
+func (l *listener) wait(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
+	wctx, cancel := context.WithTimeout(ctx, l.heartbeat)
+	n, err := conn.WaitForNotification(wctx)
+	cancel()
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return n, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, l.heartbeat)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("heartbeat unanswered: %w", err)
+	}
+	return nil, nil
 }
 
 // close stops the listen loop, closes every subscription, ends every

@@ -29,7 +29,16 @@ type Options struct {
 	// Logger receives migration and listener messages; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// ListenHeartbeat is how long the LISTEN connection may stay quiet
+	// before it is pinged; a ping unanswered within the same time counts
+	// as a lost connection. Zero means DefaultListenHeartbeat.
+	ListenHeartbeat time.Duration
 }
+
+// DefaultListenHeartbeat bounds how long a LISTEN connection that died
+// without a word (a dropped route, a frozen server) goes unnoticed: about
+// twice this.
+const DefaultListenHeartbeat = time.Second
 
 // Store is the PostgreSQL implementation of [store.Store]. It is safe for
 // concurrent use.
@@ -53,6 +62,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.MaxConns < 0 {
 		return nil, fmt.Errorf("postgres: open: MaxConns %d is negative", opts.MaxConns)
+	}
+	if opts.ListenHeartbeat < 0 {
+		return nil, fmt.Errorf("postgres: open: ListenHeartbeat %v is negative", opts.ListenHeartbeat)
+	}
+	if opts.ListenHeartbeat == 0 {
+		opts.ListenHeartbeat = DefaultListenHeartbeat
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -94,7 +109,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, hooks: opts.Hooks, logger: logger}
-	s.facts = newListener(cfg.ConnConfig, logger)
+	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
 	return s, nil
 }
 
