@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,8 +43,12 @@ func fixture(t *testing.T, name string) []byte {
 	return b
 }
 
-// rssBytes is the process's resident memory.
+// rssBytes is the process's resident memory once garbage is collected and
+// returned to the system, so that it measures what is held rather than how
+// far the collector's pacing let garbage pile up, which depends on what ran
+// before in this process.
 func rssBytes(t *testing.T) int64 {
+	debug.FreeOSMemory()
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +139,11 @@ func TestMisbehavingPluginsFailOnlyTheirOwnRequests(t *testing.T) {
 			if deposits.Load() == 0 || depositFailures.Load() != 0 {
 				t.Fatalf("deposits beside the %s plugin: %d ok, %d failed", tc.fixture, deposits.Load(), depositFailures.Load())
 			}
+			// The hog holds at most its pool's instances at the cap (4 x
+			// 32 MiB on 2 cores); the bound leaves room for the race
+			// detector's shadow of the instances it replaced.
 			grown := rssBytes(t) - rssBefore
-			if grown > 768<<20 {
+			if grown > 1<<30 {
 				t.Fatalf("host memory grew by %d MiB", grown>>20)
 			}
 			t.Logf("%d deposits succeeded beside %s; host RSS grew by %d MiB", deposits.Load(), tc.fixture, grown>>20)
