@@ -279,10 +279,10 @@ func (l *listener) listen(ctx context.Context) (wasUp bool, err error) {
 }
 
 // wait waits for the next notification. A connection that died without
-// a word (a dropped route, a frozen server) would leave a plain wait blocked
-// for good while watches trust it, so after l.heartbeat of quiet it pings
-// the server and reports an unanswered ping as a failure; a quiet, live
-// connection gives (nil, nil). A timed-out wait leaves the connection
+// a word (a dropped route, a frozen server) would leave a plain wait
+// blocked for good while watches trust it, so after l.heartbeat of quiet
+// it pings the server and reports a ping unanswered for twice that as a
+// failure; a quiet, live connection gives (nil, nil). A timed-out wait leaves the connection
 // usable (pgconn closes it only on other errors), and a notification that
 // arrives during the ping is buffered for the next wait.
 func (l *listener) wait(ctx context.Context, conn *pgx.Conn) (*pgconn.Notification, error) {
@@ -292,7 +292,8 @@ func (l *listener) wait(ctx context.Context, conn *pgx.Conn) (*pgconn.Notificati
 	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 		return n, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, l.heartbeat)
+	// Twice the quiet time: a busy server is slow, not gone.
+	pctx, cancel := context.WithTimeout(ctx, 2*l.heartbeat)
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
 		return nil, fmt.Errorf("heartbeat unanswered: %w", err)

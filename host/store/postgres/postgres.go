@@ -30,14 +30,14 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// ListenHeartbeat is how long the LISTEN connection may stay quiet
-	// before it is pinged; a ping unanswered within the same time counts
-	// as a lost connection. Zero means DefaultListenHeartbeat.
+	// before it is pinged; a ping unanswered for twice that counts as a
+	// lost connection. Zero means DefaultListenHeartbeat.
 	ListenHeartbeat time.Duration
 }
 
 // DefaultListenHeartbeat bounds how long a LISTEN connection that died
 // without a word (a dropped route, a frozen server) goes unnoticed: about
-// twice this.
+// three times this.
 const DefaultListenHeartbeat = time.Second
 
 // Store is the PostgreSQL implementation of [store.Store]. It is safe for
