@@ -54,6 +54,9 @@ const latestConfig = `SELECT ` + configColumns + ` FROM configs WHERE tenant_id 
 
 // GetConfig returns the latest version.
 func (s *Store) GetConfig(ctx context.Context, tenantID, id string) (*store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("postgres: get config: %w", err)
+	}
 	c, err := scanConfig(s.pool.QueryRow(ctx, latestConfig, tenantID, id))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get config %s: %w", id, interpretError(err))
@@ -63,6 +66,9 @@ func (s *Store) GetConfig(ctx context.Context, tenantID, id string) (*store.Conf
 
 // GetConfigVersion returns one version.
 func (s *Store) GetConfigVersion(ctx context.Context, tenantID, id string, version int64) (*store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("postgres: get config version: %w", err)
+	}
 	row := s.pool.QueryRow(ctx, `SELECT `+configColumns+` FROM configs WHERE tenant_id = $1 AND id = $2 AND version = $3`,
 		tenantID, id, version)
 	c, err := scanConfig(row)
@@ -74,6 +80,9 @@ func (s *Store) GetConfigVersion(ctx context.Context, tenantID, id string, versi
 
 // ListConfigVersions returns every version ascending.
 func (s *Store) ListConfigVersions(ctx context.Context, tenantID, id string) ([]store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("postgres: list config versions: %w", err)
+	}
 	out, err := s.queryConfigs(ctx, `SELECT `+configColumns+` FROM configs WHERE tenant_id = $1 AND id = $2 ORDER BY version`,
 		tenantID, id)
 	if err == nil && len(out) == 0 {
@@ -137,6 +146,9 @@ func (s *Store) PutConfigVersion(ctx context.Context, c *store.Config) error {
 // ArchiveConfig marks the latest version archived; an archived config is
 // returned as it is.
 func (s *Store) ArchiveConfig(ctx context.Context, tenantID, id string, now int64) (*store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("postgres: archive config: %w", err)
+	}
 	var out *store.Config
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := lockConfig(ctx, tx, tenantID, id); err != nil {
@@ -159,6 +171,9 @@ RETURNING `+configColumns, store.ConfigArchived, tenantID, id))
 
 // ListConfigs returns the latest version of each matching config by id.
 func (s *Store) ListConfigs(ctx context.Context, f store.ConfigFilter) ([]store.Config, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("postgres: list configs: %w", err)
+	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + configColumns + ` FROM configs WHERE tenant_id = $1 AND superseded_at IS NULL`)
 	args := []any{f.TenantID}

@@ -284,7 +284,7 @@ func (s *Store) queryEntity(ctx context.Context, q string, args ...any) (*store.
 
 // CreateEntity inserts e with version 1.
 func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
-	if err := store.CheckEntityJSON(e.Data, e.Metadata, e.State); err != nil {
+	if err := e.Check(); err != nil {
 		return fmt.Errorf("postgres: create entity: %w", err)
 	}
 	args := []any{e.TenantID, e.ID, e.Type, int64(1), objectOrEmpty(e.Data), nullJSON(e.Metadata), nullJSON(e.State)}
@@ -299,6 +299,9 @@ func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
 
 // GetEntity returns one entity of the tenant.
 func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Entity, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("postgres: get entity: %w", err)
+	}
 	e, err := s.queryEntity(ctx, `SELECT `+entityColumns+` FROM entities WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get entity %s: %w", id, interpretError(err))
@@ -310,7 +313,7 @@ func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Enti
 // version still matches. One statement: the row lock it takes makes the
 // version check and the increment atomic.
 func (s *Store) UpdateEntity(ctx context.Context, u store.EntityUpdate) (*store.Entity, error) {
-	if err := store.CheckEntityJSON(u.Data, u.Metadata, nil); err != nil {
+	if err := u.Check(); err != nil {
 		return nil, fmt.Errorf("postgres: update entity: %w", err)
 	}
 	args := []any{objectOrEmpty(u.Data), nullJSON(u.Metadata)}
@@ -344,6 +347,9 @@ func (s *Store) entityMissOrConflict(ctx context.Context, tenantID, id string) e
 
 // ListEntities lists entities of one type ordered by id, after f.AfterID.
 func (s *Store) ListEntities(ctx context.Context, f store.EntityFilter) ([]store.Entity, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("postgres: list entities: %w", err)
+	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + entityColumns + ` FROM entities WHERE tenant_id = $1 AND type = $2`)
 	args := []any{f.TenantID, f.Type}

@@ -111,7 +111,7 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 		if f.ID == "" || f.TenantID == "" {
 			return nil, fmt.Errorf("postgres: append facts: item %d: fact id and tenant are required", i)
 		}
-		if err := errors.Join(store.CheckJSON("data", f.Data), store.CheckJSON("state", it.State)); err != nil {
+		if err := errors.Join(f.Check(), store.CheckJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("postgres: append facts: item %d: %w", i, err)
 		}
 		if it.Outbox != nil {
@@ -367,6 +367,9 @@ func (c *factColumnArrays) args() []any {
 
 // GetFact returns one fact of the tenant.
 func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*store.Fact, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("postgres: get fact: %w", err)
+	}
 	row := s.pool.QueryRow(ctx, `SELECT `+factColumns+` FROM facts WHERE id = $1 AND tenant_id = $2`, id, tenantID)
 	f, err := scanFact(row)
 	if err != nil {
@@ -378,6 +381,9 @@ func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*store.Fact, 
 // ListEntityFacts returns the entity's facts with Seq > afterSeq in Seq
 // order. An unknown entity has no facts.
 func (s *Store) ListEntityFacts(ctx context.Context, tenantID, entityID string, afterSeq int64, limit int) ([]store.Fact, error) {
+	if err := store.CheckText("id", entityID); err != nil {
+		return nil, fmt.Errorf("postgres: list entity facts: %w", err)
+	}
 	facts, err := s.queryFacts(ctx, `SELECT `+factColumns+` FROM facts
 WHERE tenant_id = $1 AND entity_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, tenantID, entityID, afterSeq, limitArg(limit))
 	if err != nil {

@@ -64,6 +64,9 @@ const latestConfig = `SELECT ` + configColumns + ` FROM configs WHERE tenant_id 
 
 // GetConfig returns the latest version.
 func (s *Store) GetConfig(ctx context.Context, tenantID, id string) (*store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: get config: %w", err)
+	}
 	c, err := scanConfig(s.r.QueryRowContext(ctx, latestConfig, tenantID, id))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get config %s: %w", id, interpretError(err))
@@ -73,6 +76,9 @@ func (s *Store) GetConfig(ctx context.Context, tenantID, id string) (*store.Conf
 
 // GetConfigVersion returns one version.
 func (s *Store) GetConfigVersion(ctx context.Context, tenantID, id string, version int64) (*store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: get config version: %w", err)
+	}
 	row := s.r.QueryRowContext(ctx, `SELECT `+configColumns+` FROM configs WHERE tenant_id = ? AND id = ? AND version = ?`,
 		tenantID, id, version)
 	c, err := scanConfig(row)
@@ -84,6 +90,9 @@ func (s *Store) GetConfigVersion(ctx context.Context, tenantID, id string, versi
 
 // ListConfigVersions returns every version ascending.
 func (s *Store) ListConfigVersions(ctx context.Context, tenantID, id string) ([]store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: list config versions: %w", err)
+	}
 	out, err := s.queryConfigs(ctx, `SELECT `+configColumns+` FROM configs WHERE tenant_id = ? AND id = ? ORDER BY version`,
 		tenantID, id)
 	if err == nil && len(out) == 0 {
@@ -126,6 +135,9 @@ func (s *Store) PutConfigVersion(ctx context.Context, c *store.Config) error {
 
 // ArchiveConfig marks the latest version archived.
 func (s *Store) ArchiveConfig(ctx context.Context, tenantID, id string, now int64) (*store.Config, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: archive config: %w", err)
+	}
 	var out *store.Config
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		c, err := scanConfig(tx.QueryRowContext(ctx, `UPDATE configs SET status = ?
@@ -145,6 +157,9 @@ RETURNING `+configColumns, store.ConfigArchived, tenantID, id))
 
 // ListConfigs returns the latest version of each matching config by id.
 func (s *Store) ListConfigs(ctx context.Context, f store.ConfigFilter) ([]store.Config, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("sqlite: list configs: %w", err)
+	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + configColumns + ` FROM configs WHERE tenant_id = ? AND superseded_at IS NULL`)
 	args := []any{f.TenantID}

@@ -92,7 +92,7 @@ func scanEntity(row rowScanner) (*store.Entity, error) {
 
 // CreateEntity inserts e with version 1.
 func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
-	if err := store.CheckEntityJSON(e.Data, e.Metadata, e.State); err != nil {
+	if err := e.Check(); err != nil {
 		return fmt.Errorf("sqlite: create entity: %w", err)
 	}
 	args := []any{e.TenantID, e.ID, e.Type, 1, objectOrEmpty(e.Data), nullJSON(e.Metadata), nullJSON(e.State)}
@@ -112,6 +112,9 @@ func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
 
 // GetEntity returns one entity of the tenant.
 func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Entity, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: get entity: %w", err)
+	}
 	row := s.r.QueryRowContext(ctx, `SELECT `+entityColumns+` FROM entities WHERE tenant_id = ? AND id = ?`, tenantID, id)
 	e, err := scanEntity(row)
 	if err != nil {
@@ -123,7 +126,7 @@ func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Enti
 // UpdateEntity replaces data, metadata (unless nil) and slots when the
 // version still matches.
 func (s *Store) UpdateEntity(ctx context.Context, u store.EntityUpdate) (*store.Entity, error) {
-	if err := store.CheckEntityJSON(u.Data, u.Metadata, nil); err != nil {
+	if err := u.Check(); err != nil {
 		return nil, fmt.Errorf("sqlite: update entity: %w", err)
 	}
 	args := []any{objectOrEmpty(u.Data), nullJSON(u.Metadata)}
@@ -163,6 +166,9 @@ func entityMissOrConflict(ctx context.Context, tx *sql.Tx, tenantID, id string) 
 
 // ListEntities lists entities of one type ordered by id, after f.AfterID.
 func (s *Store) ListEntities(ctx context.Context, f store.EntityFilter) ([]store.Entity, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("sqlite: list entities: %w", err)
+	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + entityColumns + ` FROM entities WHERE tenant_id = ? AND type = ?`)
 	args := []any{f.TenantID, f.Type}

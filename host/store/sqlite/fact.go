@@ -35,7 +35,7 @@ func scanFact(row rowScanner) (*store.Fact, error) {
 // the position counter, and positions stay gapless.
 func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
 	for i, it := range items {
-		if err := errors.Join(store.CheckJSON("data", it.Fact.Data), store.CheckJSON("state", it.State)); err != nil {
+		if err := errors.Join(it.Fact.Check(), store.CheckJSON("state", it.State)); err != nil {
 			return nil, fmt.Errorf("sqlite: append facts: item %d: %w", i, err)
 		}
 		if it.Outbox != nil {
@@ -158,6 +158,9 @@ func writeItem(ctx context.Context, tx *sql.Tx, it store.Append, res *store.Appe
 
 // GetFact returns one fact of the tenant.
 func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*store.Fact, error) {
+	if err := store.CheckText("id", id); err != nil {
+		return nil, fmt.Errorf("sqlite: get fact: %w", err)
+	}
 	row := s.r.QueryRowContext(ctx, `SELECT `+factColumns+` FROM facts WHERE id = ? AND tenant_id = ?`, id, tenantID)
 	f, err := scanFact(row)
 	if err != nil {
@@ -169,6 +172,9 @@ func (s *Store) GetFact(ctx context.Context, tenantID, id string) (*store.Fact, 
 // ListEntityFacts returns the entity's facts with Seq > afterSeq in Seq
 // order. An unknown entity has no facts.
 func (s *Store) ListEntityFacts(ctx context.Context, tenantID, entityID string, afterSeq int64, limit int) ([]store.Fact, error) {
+	if err := store.CheckText("id", entityID); err != nil {
+		return nil, fmt.Errorf("sqlite: list entity facts: %w", err)
+	}
 	facts, err := s.queryFacts(ctx, `SELECT `+factColumns+` FROM facts
 WHERE tenant_id = ? AND entity_id = ? AND seq > ? ORDER BY seq LIMIT ?`, tenantID, entityID, afterSeq, sqlLimit(limit))
 	if err != nil {

@@ -64,6 +64,7 @@ func Run(t *testing.T, open Factory) {
 		{"Webhook", webhookTests},
 		{"TenantIsolation", isolationTests},
 		{"Lifecycle", lifecycleTests},
+		{"Input", inputTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,351 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// What the product can hold, whichever store keeps it: Postgres refuses
+// NUL in text and jsonb (SQLSTATE 22P05, 22021), neither store keeps
+// invalid UTF-8 (the JSON decoder would silently turn it into U+FFFD), and
+// jsonb's numeric overflows on huge exponents. Both stores and the gateway
+// refuse such values with the same rules, so nothing depends on the
+// backend.
+
+// ErrInvalidInput: a value the store cannot hold (NUL, invalid UTF-8, a
+// number out of range). Errors carrying it are *InvalidInputError.
+var ErrInvalidInput = errors.New("invalid input")
+
+// Why a value is refused.
+const (
+	ReasonNUL    = "nul"    // contains U+0000
+	ReasonUTF8   = "utf8"   // not valid UTF-8 (or a lone UTF-16 surrogate escape)
+	ReasonNumber = "number" // a number outside MaxNumberDigits, MaxNumberExponent or float64
+	ReasonJSON   = "json"   // a document that is not JSON
+)
+
+// Bounds on JSON numbers: a stored number must be a finite float64 (number
+// slots and projections read it as one) and a non-zero one must not round
+// to zero; its text, kept exactly, has at most MaxNumberDigits digits and a
+// written exponent of at most MaxNumberExponent (Postgres's numeric refuses
+// larger ones).
+const (
+	MaxNumberDigits   = 100
+	MaxNumberExponent = 1000
+)
+
+// InvalidInputError names the refused value: a column-like field ("id",
+// "type") or, inside a JSON document, the document's field followed by the
+// value's path ("settings.beta", "data.items[2]").
+type InvalidInputError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidInputError) Error() string { return e.Field + " " + e.Message() }
+
+// Is makes errors.Is(err, ErrInvalidInput) hold.
+func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// Message says what is wrong, without the field.
+func (e *InvalidInputError) Message() string {
+	switch e.Reason {
+	case ReasonNUL:
+		return "must not contain NUL characters"
+	case ReasonUTF8:
+		return "must be valid UTF-8"
+	case ReasonNumber:
+		return "is out of range: numbers must be finite, with at most " + strconv.Itoa(MaxNumberDigits) + " digits"
+	case ReasonJSON:
+		return "is not valid JSON"
+	}
+	return "is not valid"
+}
+
+// CheckText reports a string the store cannot hold.
+func CheckText(field, s string) error {
+	if r := textReason(s); r != "" {
+		return &InvalidInputError{Field: field, Reason: r}
+	}
+	return nil
+}
+
+// CheckTexts is CheckText over field, value pairs; it reports the first
+// bad one.
+func CheckTexts(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := CheckText(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func textReason(s string) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		return ReasonNUL
+	}
+	if !utf8.ValidString(s) {
+		return ReasonUTF8
+	}
+	return ""
+}
+
+// CheckDocument reports a JSON document that is not valid JSON or holds a
+// value (string, key or number) the store cannot hold.
+func CheckDocument(field string, j json.RawMessage) error {
+	if len(j) == 0 {
+		return nil
+	}
+	if !json.Valid(j) {
+		return &InvalidInputError{Field: field, Reason: ReasonJSON}
+	}
+	if bad := Inspect(j, field).Bad; len(bad) > 0 {
+		return bad[0]
+	}
+	return nil
+}
+
+// Shape is what Inspect learns of a JSON document.
+type Shape struct {
+	// Bad lists the values the store cannot hold, in document order.
+	Bad []*InvalidInputError
+	// Depth is the deepest nesting of objects and arrays (0 for a scalar).
+	Depth int
+	// Keys counts object members at every level.
+	Keys int
+}
+
+// Inspect walks a syntactically valid JSON document (check with
+// json.Valid or a decoder first) and reports every bad string, key and
+// number by its path below prefix. It reads the raw bytes because the
+// decoder has already replaced invalid UTF-8 by the time values are seen.
+func Inspect(doc []byte, prefix string) Shape {
+	w := walker{b: doc}
+	w.value(prefix, 0)
+	return w.shape
+}
+
+type walker struct {
+	b     []byte
+	i     int
+	shape Shape
+}
+
+func (w *walker) skipSpace() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+func (w *walker) bad(path, reason string) {
+	w.shape.Bad = append(w.shape.Bad, &InvalidInputError{Field: path, Reason: reason})
+}
+
+func (w *walker) value(path string, depth int) {
+	w.skipSpace()
+	if w.i >= len(w.b) {
+		return
+	}
+	switch c := w.b[w.i]; {
+	case c == '{':
+		w.i++
+		w.shape.Depth = max(w.shape.Depth, depth+1)
+		for {
+			w.skipSpace()
+			if w.i >= len(w.b) || w.b[w.i] == '}' {
+				w.i++
+				return
+			}
+			if w.b[w.i] == ',' {
+				w.i++
+				continue
+			}
+			key, reason := w.str()
+			w.shape.Keys++
+			child := join(path, key)
+			if reason != "" {
+				w.bad(child, reason)
+			}
+			w.skipSpace()
+			w.i++ // ':'
+			w.value(child, depth+1)
+		}
+	case c == '[':
+		w.i++
+		w.shape.Depth = max(w.shape.Depth, depth+1)
+		for n := 0; ; n++ {
+			w.skipSpace()
+			if w.i >= len(w.b) || w.b[w.i] == ']' {
+				w.i++
+				return
+			}
+			if w.b[w.i] == ',' {
+				w.i++
+			}
+			w.value(path+"["+strconv.Itoa(n)+"]", depth+1)
+		}
+	case c == '"':
+		if _, reason := w.str(); reason != "" {
+			w.bad(path, reason)
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		start := w.i
+		for w.i < len(w.b) && strings.IndexByte("+-.eE0123456789", w.b[w.i]) >= 0 {
+			w.i++
+		}
+		if !NumberInRange(w.b[start:w.i]) {
+			w.bad(path, ReasonNumber)
+		}
+	default: // true, false, null
+		for w.i < len(w.b) && w.b[w.i] >= 'a' && w.b[w.i] <= 'z' {
+			w.i++
+		}
+	}
+}
+
+// join appends a key to a path; a bad key is shown with U+FFFD in place of
+// its NUL and invalid bytes, so the path itself can be reported.
+func join(path, key string) string {
+	key = Shown(key)
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// Shown is s with U+FFFD in place of NUL and invalid bytes, fit to name a
+// field in an error.
+func Shown(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+}
+
+// str reads the string at w.i (on its opening quote) and returns its
+// decoded text and why it is bad ("" when it is not).
+func (w *walker) str() (string, string) {
+	w.i++ // opening quote
+	var sb strings.Builder
+	reason := ""
+	note := func(r string) {
+		if reason == "" || r == ReasonNUL {
+			reason = r
+		}
+	}
+	for w.i < len(w.b) {
+		c := w.b[w.i]
+		switch {
+		case c == '"':
+			w.i++
+			return sb.String(), reason
+		case c == '\\':
+			if w.i+1 >= len(w.b) {
+				w.i = len(w.b)
+				return sb.String(), reason
+			}
+			e := w.b[w.i+1]
+			w.i += 2
+			if e != 'u' {
+				sb.WriteByte(unescape(e))
+				continue
+			}
+			r := w.hex4()
+			switch {
+			case r == 0:
+				note(ReasonNUL)
+				sb.WriteByte(0)
+			case utf16.IsSurrogate(r):
+				// A high surrogate must be followed by an escaped low one.
+				if r < 0xDC00 && w.i+1 < len(w.b) && w.b[w.i] == '\\' && w.b[w.i+1] == 'u' {
+					save := w.i
+					w.i += 2
+					if r2 := w.hex4(); r2 >= 0xDC00 && r2 <= 0xDFFF {
+						sb.WriteRune(utf16.DecodeRune(r, r2))
+						continue
+					}
+					w.i = save
+				}
+				note(ReasonUTF8)
+				sb.WriteRune(utf8.RuneError)
+			default:
+				sb.WriteRune(r)
+			}
+		case c < utf8.RuneSelf:
+			sb.WriteByte(c)
+			w.i++
+		default:
+			r, size := utf8.DecodeRune(w.b[w.i:])
+			if r == utf8.RuneError && size <= 1 {
+				note(ReasonUTF8)
+			}
+			sb.Write(w.b[w.i : w.i+size])
+			w.i += size
+		}
+	}
+	return sb.String(), reason
+}
+
+func (w *walker) hex4() rune {
+	if w.i+4 > len(w.b) {
+		w.i = len(w.b)
+		return utf8.RuneError
+	}
+	n, err := strconv.ParseUint(string(w.b[w.i:w.i+4]), 16, 32)
+	w.i += 4
+	if err != nil {
+		return utf8.RuneError
+	}
+	return rune(n)
+}
+
+func unescape(e byte) byte {
+	switch e {
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return e // '"', '\\', '/'
+}
+
+// NumberInRange reports whether a JSON number literal is one the product
+// stores (see MaxNumberDigits).
+func NumberInRange(lit []byte) bool {
+	mant, exp, _ := bytes.Cut(bytes.ToLower(lit), []byte("e"))
+	digits, nonZero := 0, false
+	for _, c := range mant {
+		if c >= '0' && c <= '9' {
+			digits++
+			nonZero = nonZero || c != '0'
+		}
+	}
+	if digits > MaxNumberDigits {
+		return false
+	}
+	if len(exp) > 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(string(exp), "+"))
+		if err != nil || e > MaxNumberExponent || e < -MaxNumberExponent {
+			return false
+		}
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		return false // ±Inf: out of float64's range
+	}
+	return f != 0 || !nonZero // a non-zero number must not round to zero
+}
