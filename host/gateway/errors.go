@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
 )
 
 // handleError is the one place errors become responses.
@@ -38,6 +39,14 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 // toProblem maps any error to a problem: ours pass through, fiber's keep
 // their status with our catalogue's slug and title.
 func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
+	// A value the store cannot hold is the client's input, whoever
+	// wrapped the store's error on the way.
+	var ie *store.InvalidInputError
+	if errors.As(err, &ie) {
+		pe := problem.Validation([]problem.FieldError{invalidField(ie)})
+		pe.Err = err
+		return pe
+	}
 	var pe *problem.Error
 	if errors.As(err, &pe) {
 		return pe

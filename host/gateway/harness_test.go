@@ -33,6 +33,7 @@ type harness struct {
 	t      *testing.T
 	srv    *gateway.Server
 	store  store.Store
+	deps   gateway.Deps
 	keyA   string // tenant-a, live
 	keyB   string // tenant-b, live
 	adminA string // tenant-a, admin
@@ -43,12 +44,19 @@ type harness struct {
 
 func setup(t *testing.T, backend string) *harness {
 	t.Helper()
+	return setupLedgers(t, backend, ledger.Builtin())
+}
+
+// setupLedgers is setup with ledgers by manifest name; names it lacks are
+// served by the built-in ledger.
+func setupLedgers(t *testing.T, backend string, ledgers ledger.Static) *harness {
+	t.Helper()
 	st := teststore.Open(t, backend)
 	domain, err := manifest.LoadDomainFile("../../manifests/domain.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledger.Fallback{Static: ledger.Builtin()}})
+	p, err := platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledger.Fallback{Static: ledgers}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +65,12 @@ func setup(t *testing.T, backend string) *harness {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	srv, err := gateway.New(gateway.Config{DocsURL: docsURL, BodyLimit: 64 << 10}, gateway.Deps{
-		Platform: p, Auth: auth.NewAuthenticator(st), Logger: logger,
-	})
+	deps := gateway.Deps{Platform: p, Auth: auth.NewAuthenticator(st), Logger: logger}
+	srv, err := gateway.New(gateway.Config{DocsURL: docsURL, BodyLimit: 64 << 10}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, srv: srv, store: st}
+	h := &harness{t: t, srv: srv, store: st, deps: deps}
 	h.keyA = h.newKey("tenant-a", auth.ModeLive)
 	h.keyB = h.newKey("tenant-b", auth.ModeLive)
 	h.adminA = h.newKey("tenant-a", auth.ModeAdmin)

@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
 )
 
 // input reads typed fields from a decoded JSON body, collecting every
@@ -122,4 +125,30 @@ func queryInt(raw, name string) (int, error) {
 		return 0, problem.Validation([]problem.FieldError{{Field: name, Code: problem.CodeType, Message: name + " must be an integer"}})
 	}
 	return n, nil
+}
+
+// refuseBadText answers a validation problem for query parameters (names
+// and values, as decoded) and path segments holding NUL or invalid UTF-8:
+// no store can hold them, so no filter, id or name made of them can
+// match anything. Field errors name the query parameter, or "path".
+func refuseBadText(c *fiber.Ctx) error {
+	var errs []problem.FieldError
+	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+		name := store.Shown(string(k))
+		if err := store.CheckText(name, string(k)); err != nil {
+			errs = append(errs, invalidField(err.(*store.InvalidInputError)))
+			return
+		}
+		if err := store.CheckText(name, string(v)); err != nil {
+			errs = append(errs, invalidField(err.(*store.InvalidInputError)))
+		}
+	})
+	if err := store.CheckText("path", string(c.Context().URI().Path())); err != nil {
+		errs = append(errs, invalidField(err.(*store.InvalidInputError)))
+	}
+	if len(errs) > 0 {
+		sortFieldErrors(errs)
+		return problem.Validation(errs)
+	}
+	return c.Next()
 }

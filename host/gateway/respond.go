@@ -14,6 +14,7 @@ import (
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
 )
 
 // Meta is the envelope's meta object.
@@ -138,18 +139,55 @@ func respond(c *fiber.Ctx, status int, data any) error {
 // with exact numbers. It returns the raw body too (copied: fiber reuses
 // it).
 func readJSON(c *fiber.Ctx) (map[string]any, []byte, error) {
+	m, raw, _, err := readJSONShape(c)
+	return m, raw, err
+}
+
+// readJSONShape is readJSON that also returns the body's shape. Every
+// string, key and number of the body is checked against what the stores
+// can hold (store.Inspect reads the raw bytes, before the decoder turns
+// invalid UTF-8 into U+FFFD); each bad one is a field error named by its
+// JSON path, and nothing is written.
+func readJSONShape(c *fiber.Ctx) (map[string]any, []byte, store.Shape, error) {
 	if err := requireJSON(c); err != nil {
-		return nil, nil, err
+		return nil, nil, store.Shape{}, err
 	}
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, problem.New(problem.BadRequest, "Request body is required: send a JSON object")
+		return nil, nil, store.Shape{}, problem.New(problem.BadRequest, "Request body is required: send a JSON object")
 	}
 	m, err := platform.DecodeObject(body)
 	if err != nil {
-		return nil, nil, problem.Wrap(problem.BadRequest, "Malformed JSON body: "+jsonErrText(err), err)
+		return nil, nil, store.Shape{}, problem.Wrap(problem.BadRequest, "Malformed JSON body: "+jsonErrText(err), err)
 	}
-	return m, bytes.Clone(body), nil
+	shape := store.Inspect(body, "")
+	if len(shape.Bad) > 0 {
+		return nil, nil, shape, invalidInput(shape.Bad)
+	}
+	return m, bytes.Clone(body), shape, nil
+}
+
+// invalidInput is the validation problem listing values the stores cannot
+// hold, one error per field.
+func invalidInput(bad []*store.InvalidInputError) error {
+	errs := make([]problem.FieldError, 0, len(bad))
+	seen := map[string]bool{}
+	for _, b := range bad {
+		if !seen[b.Field] {
+			seen[b.Field] = true
+			errs = append(errs, invalidField(b))
+		}
+	}
+	sortFieldErrors(errs)
+	return problem.Validation(errs)
+}
+
+func invalidField(b *store.InvalidInputError) problem.FieldError {
+	code := problem.CodeFormat
+	if b.Reason == store.ReasonNumber {
+		code = problem.CodeRange
+	}
+	return problem.FieldError{Field: b.Field, Code: code, Message: b.Error()}
 }
 
 // requireJSON answers 415 unless the body is declared as JSON.
