@@ -8,6 +8,16 @@ import (
 
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
+)
+
+// Bounds on a ledger command's input, checked by the host before the
+// plugin is called: the body in bytes, the nesting of objects and arrays
+// (the body object is level 1), and object keys at all levels.
+const (
+	CommandInputLimit = 256 << 10
+	CommandInputDepth = 32
+	CommandInputKeys  = 1000
 )
 
 // entityCommand serves the routes ledgers declare for their entities,
@@ -39,11 +49,27 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 		for k, v := range c.Queries() {
 			q[k] = v
 		}
+		if len(q) > CommandInputKeys {
+			return problem.Newf(problem.BadRequest, "Command input has more than %d keys", CommandInputKeys)
+		}
 		input, _ = json.Marshal(q)
 	} else {
+		// The input is bounded here, before the plugin is called, so an
+		// oversized one costs a quick refusal instead of the plugin's
+		// deadline.
+		if len(c.Body()) > CommandInputLimit {
+			return problem.Newf(problem.PayloadTooLarge, "Command input exceeds the limit of %d bytes", CommandInputLimit)
+		}
 		var m map[string]any
-		if m, raw, err = readJSON(c); err != nil {
+		var shape store.Shape
+		if m, raw, shape, err = readJSONShape(c); err != nil {
 			return err
+		}
+		switch {
+		case shape.Depth > CommandInputDepth:
+			return problem.Newf(problem.BadRequest, "Command input nests deeper than %d levels", CommandInputDepth)
+		case shape.Keys > CommandInputKeys:
+			return problem.Newf(problem.BadRequest, "Command input has more than %d keys", CommandInputKeys)
 		}
 		input = mustMarshal(m)
 	}
