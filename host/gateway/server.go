@@ -79,7 +79,9 @@ type Server struct {
 	limiter     RateLimiter
 	projections Projections
 	table       atomic.Pointer[routeTable]
-	conns       connTracker
+	// methods are the methods fiber routes; guard answers any other.
+	methods [][]byte
+	conns   connTracker
 	// silentGrace is how long Shutdown lets a connection that has sent
 	// nothing stay open (silentConnGrace; shorter in tests).
 	silentGrace time.Duration
@@ -140,7 +142,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		IdleTimeout:           2 * time.Minute,
 		CaseSensitive:         true,
 		StrictRouting:         false,
+		ReadBufferSize:        headerLimit,
+		// Bodies are JSON: fasthttp would otherwise parse a multipart body
+		// while reading it and answer its parser's errors.
+		DisablePreParseMultipartForm: true,
 	})
+	s.hookTransport()
 	s.app.Use(s.observe)
 	s.routes()
 	return s, nil
