@@ -94,6 +94,11 @@ func (s *Server) guard(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 		case !s.knownMethod(fctx.Method()):
 			s.answerUnrouted(fctx, func(c *fiber.Ctx) error { return s.routeMiss(c) })
 		default:
+			if s.conns.draining.Load() {
+				// Also for a connection served again after fasthttp's
+				// shutdown, which then no longer adds it itself.
+				fctx.Response.SetConnectionClose()
+			}
 			next(fctx)
 		}
 	}
