@@ -26,6 +26,12 @@ const (
 // fact (or {facts} when a command records several); a read-only command
 // answers 200 with its result.
 func (s *Server) entityCommand(c *fiber.Ctx) error {
+	// The platform's own paths below /v1/entities/:id (the entity, its
+	// facts) are never commands (plugins may not declare them): a method
+	// they do not serve is a 405, whatever the entity.
+	if s.allowedMethods(c.Path()) != "" {
+		return s.routeMiss(c)
+	}
 	entityID := c.Params("id")
 	path := "/" + strings.Trim(c.Params("*"), "/")
 	e, err := s.platform.LoadEntity(ctx(c), tenant(c), entityID)

@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
@@ -51,22 +55,29 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 	if errors.As(err, &pe) {
 		return pe
 	}
+	var te transportError
+	if errors.As(err, &te) {
+		// fasthttp's own texts name its parser's internals: say what was
+		// wrong in the product's words and keep the cause for the log.
+		var small *fasthttp.ErrSmallBuffer
+		var ne net.Error
+		switch {
+		case errors.As(err, &small):
+			return problem.Wrap(problem.HeadersTooLarge, fmt.Sprintf("Request line and headers exceed the limit of %d bytes", headerLimit), err)
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			return s.bodyTooLarge(c)
+		case errors.As(err, &ne) && ne.Timeout():
+			return problem.Wrap(problem.BadRequest, "The request took too long to arrive", err)
+		}
+		return problem.Wrap(problem.BadRequest, "The request is not well-formed HTTP/1.1", err)
+	}
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
 		switch fe.Code {
-		case fiber.StatusNotFound:
-			if s.allowedMethods(c.Path()) != "" {
-				return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
-			}
-			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
-		case fiber.StatusMethodNotAllowed:
-			return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+		case fiber.StatusNotFound, fiber.StatusMethodNotAllowed:
+			return s.routeMiss(c)
 		case fiber.StatusRequestEntityTooLarge:
-			limit := s.cfg.BodyLimit
-			if strings.HasPrefix(c.Path(), uploadPrefix) {
-				limit = max(s.cfg.BodyLimit, s.cfg.UploadLimit)
-			}
-			return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", limit)
+			return s.bodyTooLarge(c)
 		case fiber.StatusRequestTimeout:
 			return problem.New(problem.ForStatus(fe.Code), "The request took too long to arrive")
 		}
@@ -77,6 +88,23 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 		return problem.Wrap(k, fe.Message, err)
 	}
 	return problem.From(err)
+}
+
+// routeMiss is the answer to a method and path no route serves: 405 when
+// the path is served for other methods (handleError adds Allow), else 404.
+func (s *Server) routeMiss(c *fiber.Ctx) *problem.Error {
+	if s.allowedMethods(c.Path()) != "" {
+		return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+	}
+	return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
+}
+
+func (s *Server) bodyTooLarge(c *fiber.Ctx) *problem.Error {
+	limit := s.cfg.BodyLimit
+	if strings.HasPrefix(c.Path(), uploadPrefix) {
+		limit = max(s.cfg.BodyLimit, s.cfg.UploadLimit)
+	}
+	return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", limit)
 }
 
 // allowedMethods lists the methods registered for a path (platform,
@@ -90,6 +118,10 @@ func (s *Server) allowedMethods(path string) string {
 		if matchPattern(r.Path, path) && !contains(methods, r.Method) {
 			methods = append(methods, r.Method)
 		}
+	}
+	// Every GET route answers HEAD too.
+	if i := slices.Index(methods, fiber.MethodGet); i >= 0 && !contains(methods, fiber.MethodHead) {
+		methods = slices.Insert(methods, i+1, fiber.MethodHead)
 	}
 	return strings.Join(methods, ", ")
 }

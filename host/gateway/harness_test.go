@@ -137,8 +137,9 @@ func (h *harness) req(method, path, key string, body any, headers ...string) *re
 	return decode(h.t, method, path, resp)
 }
 
-// overHTTP sends a request over a real loopback connection.
-func (h *harness) overHTTP(method, path, key, body string) *response {
+// listen serves the harness on a loopback listener (once) and returns its
+// base URL.
+func (h *harness) listen() string {
 	h.t.Helper()
 	h.listenOnce.Do(func() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,6 +150,13 @@ func (h *harness) overHTTP(method, path, key, body string) *response {
 		h.t.Cleanup(func() { h.srv.Shutdown(5 * time.Second) })
 		h.baseURL = "http://" + ln.Addr().String()
 	})
+	return h.baseURL
+}
+
+// overHTTP sends a request over a real loopback connection.
+func (h *harness) overHTTP(method, path, key, body string) *response {
+	h.t.Helper()
+	h.listen()
 	r, err := http.NewRequest(method, h.baseURL+path, strings.NewReader(body))
 	if err != nil {
 		h.t.Fatal(err)

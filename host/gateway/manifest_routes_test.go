@@ -231,7 +231,7 @@ func TestManifestRouteErrors(t *testing.T) {
 		}
 		r := h.req("DELETE", "/v1/accounts/x", h.keyA, nil)
 		r.wantProblem(t, 405, "method-not-allowed", "Method Not Allowed", "Method DELETE is not allowed on /v1/accounts/x")
-		if r.header.Get("Allow") != "GET" {
+		if r.header.Get("Allow") != "GET, HEAD" {
 			t.Fatalf("Allow %q", r.header.Get("Allow"))
 		}
 		h.req("GET", "/v1/nothing-here", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/nothing-here")

@@ -69,7 +69,11 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 // observe is the outermost middleware: it assigns the request id, gives
 // the request a context with a deadline, turns panics and errors into
 // problems, and logs and counts the outcome.
-func (s *Server) observe(c *fiber.Ctx) (err error) {
+func (s *Server) observe(c *fiber.Ctx) error { return s.observed(c, c.Next) }
+
+// observed runs next as observe runs the rest of the chain; the transport
+// guard also answers through it, for requests fiber cannot route.
+func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 	start := time.Now()
 	rid := c.Get(HeaderRequestID)
 	if rid == "" || !requestIDRe.MatchString(rid) {
@@ -101,7 +105,7 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 			err = problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
 			return
 		}
-		err = c.Next()
+		err = next()
 	}()
 	if err != nil {
 		if herr := s.handleError(c, err); herr != nil {
@@ -160,8 +164,8 @@ func (s *Server) observe(c *fiber.Ctx) (err error) {
 	return nil
 }
 
-// methodLabel returns the constant spelling of a standard method; others
-// (which fiber answers 501 anyway) are copied.
+// methodLabel returns the constant spelling of a standard method; any
+// other is "other", so clients cannot grow the metrics' label sets.
 func methodLabel(m string) string {
 	for _, std := range []string{fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodPatch, fiber.MethodDelete,
 		fiber.MethodHead, fiber.MethodOptions, fiber.MethodConnect, fiber.MethodTrace} {
@@ -169,7 +173,7 @@ func methodLabel(m string) string {
 			return std
 		}
 	}
-	return strings.Clone(m)
+	return "other"
 }
 
 // statusLabels are the status label values, made once.

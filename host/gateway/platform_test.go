@@ -454,7 +454,7 @@ func readAll(r *http.Response) string {
 func TestErrorPages(t *testing.T) {
 	h := setup(t, "sqlite")
 	for _, slug := range []string{"bad-request", "validation-failed", "unauthorized", "forbidden", "not-found", "method-not-allowed", "conflict",
-		"payload-too-large", "unsupported-media-type", "unprocessable", "rate-limit-exceeded", "internal", "unavailable", "timeout"} {
+		"payload-too-large", "unsupported-media-type", "unprocessable", "rate-limit-exceeded", "internal", "unavailable", "timeout", "request-header-fields-too-large"} {
 		resp, err := h.srv.App().Test(mustRequest("GET", "/errors/"+slug), 5000)
 		if err != nil {
 			t.Fatal(err)

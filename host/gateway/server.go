@@ -79,7 +79,9 @@ type Server struct {
 	limiter     RateLimiter
 	projections Projections
 	table       atomic.Pointer[routeTable]
-	conns       connTracker
+	// methods are the methods fiber routes; guard answers any other.
+	methods [][]byte
+	conns   connTracker
 	// silentGrace is how long Shutdown lets a connection that has sent
 	// nothing stay open (silentConnGrace; shorter in tests).
 	silentGrace time.Duration
@@ -140,7 +142,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		IdleTimeout:           2 * time.Minute,
 		CaseSensitive:         true,
 		StrictRouting:         false,
+		ReadBufferSize:        headerLimit,
+		// Bodies are JSON: fasthttp would otherwise parse a multipart body
+		// while reading it and answer its parser's errors.
+		DisablePreParseMultipartForm: true,
 	})
+	s.hookTransport()
+	s.conns.hook(s.app.Server())
 	s.app.Use(s.observe)
 	s.routes()
 	return s, nil
@@ -159,10 +167,14 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections and waits up to timeout for
-// requests in flight to finish. Idle keep-alive connections close at once;
-// connections that never sent a byte close once they have been silent for
-// the grace period.
+// requests in flight to finish; every answer from then on carries
+// Connection: close. An idle keep-alive connection is read from for one
+// more second, so a request already on its way is answered; connections
+// that never sent a byte close once they have been silent for the grace
+// period.
 func (s *Server) Shutdown(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	s.conns.drain()
 	done := make(chan error, 1)
 	go func() { done <- s.app.ShutdownWithTimeout(timeout) }()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -172,6 +184,9 @@ func (s *Server) Shutdown(timeout time.Duration) error {
 		case err := <-done:
 			if err != nil {
 				return fmt.Errorf("gateway: shutdown: %w", err)
+			}
+			if !s.conns.wait(deadline) {
+				return fmt.Errorf("gateway: shutdown: %w", context.DeadlineExceeded)
 			}
 			return nil
 		case <-tick.C:

@@ -42,6 +42,9 @@ var explanations = map[string]string{
 	"internal":               "Something failed inside the server. Nothing about the cause is shown; quote the trace_id to the operator, who finds the cause in the logs under that request id.",
 	"unavailable":            "A dependency the server needs (the database, the cache) is not answering. Retry later; /health shows which check fails.",
 	"timeout":                "The request's work overran its deadline and was abandoned. Retry later; a write may or may not have taken effect, so use an Idempotency-Key for safe retries.",
+
+	// Answered by the transport, before any route runs.
+	"request-header-fields-too-large": "The request line and headers together are larger than the server reads (4096 bytes). Send fewer or shorter headers; the connection is closed after this answer.",
 }
 
 // The catalogue. Slugs and titles are part of the contract.
@@ -60,6 +63,10 @@ var (
 	Internal             = Kind{http.StatusInternalServerError, "internal", "Internal Server Error"}
 	Unavailable          = Kind{http.StatusServiceUnavailable, "unavailable", "Service Unavailable"}
 	Timeout              = Kind{http.StatusGatewayTimeout, "timeout", "Gateway Timeout"}
+
+	// HeadersTooLarge is answered by the transport to a request whose
+	// headers do not fit its read buffer.
+	HeadersTooLarge = Kind{http.StatusRequestHeaderFieldsTooLarge, "request-header-fields-too-large", "Request Header Fields Too Large"}
 )
 
 // Catalogue lists every kind, for documentation pages and tests.
@@ -67,6 +74,7 @@ var Catalogue = []Kind{
 	BadRequest, ValidationFailed, Unauthorized, Forbidden, NotFound,
 	MethodNotAllowed, Conflict, PayloadTooLarge, UnsupportedMediaType,
 	Unprocessable, RateLimitExceeded, Internal, Unavailable, Timeout,
+	HeadersTooLarge,
 }
 
 // FieldError is one field-level validation error.
