@@ -43,7 +43,12 @@ type harness struct {
 
 func setup(t *testing.T, backend string) *harness {
 	t.Helper()
-	st := teststore.Open(t, backend)
+	return setupOn(t, teststore.Open(t, backend))
+}
+
+// setupOn is setup on a store the test opened.
+func setupOn(t *testing.T, st store.Store) *harness {
+	t.Helper()
 	domain, err := manifest.LoadDomainFile("../../manifests/domain.yaml")
 	if err != nil {
 		t.Fatal(err)
