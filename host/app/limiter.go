@@ -42,6 +42,9 @@ func newLimiter(_ context.Context, cfg Config) (gateway.RateLimiter, limiterPart
 	if opt.WriteTimeout == 0 || opt.WriteTimeout > time.Second {
 		opt.WriteTimeout = 500 * time.Millisecond
 	}
+	// The limiter bounds each call through its context
+	// (RedisOptions.CallTimeout), which go-redis honours only when told to.
+	opt.ContextTimeoutEnabled = true
 	client := redis.NewClient(opt)
 	l := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: cfg.RateLimitFailOpen, Logger: cfg.Logger})
 	mode := "fail-closed"
@@ -52,7 +55,8 @@ func newLimiter(_ context.Context, cfg Config) (gateway.RateLimiter, limiterPart
 		Name: "ratelimit",
 		// Failing closed turns a Redis outage into refused requests, so
 		// then it is critical.
-		Critical: !cfg.RateLimitFailOpen,
+		Critical:   !cfg.RateLimitFailOpen,
+		Dependency: "redis",
 		Check: func(ctx context.Context) (string, error) {
 			detail, err := l.Check(ctx)
 			return detail + " (" + mode + ")", err

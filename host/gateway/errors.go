@@ -14,6 +14,11 @@ import (
 	"github.com/factline/factline/host/store"
 )
 
+// unavailableRetryAfter is the Retry-After, in seconds, of every 503: long
+// enough for a database failover or restart to be under way, short enough
+// that clients come back soon after.
+const unavailableRetryAfter = "5"
+
 // handleError is the one place errors become responses.
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	pe := s.toProblem(c, err)
@@ -25,6 +30,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	}
 	for k, v := range pe.Headers {
 		c.Set(k, v)
+	}
+	if pe.Kind.Status == fiber.StatusServiceUnavailable && c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
+		c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
 	}
 	if pe.Kind.Status == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
 		if allow := s.allowedMethods(c.Path()); allow != "" {
@@ -41,7 +49,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 }
 
 // toProblem maps any error to a problem: ours pass through, fiber's keep
-// their status with our catalogue's slug and title.
+// their status with our catalogue's slug and title, and a database that
+// cannot be reached is a 503 wherever it surfaced (auth, reads, writes),
+// even when a layer on the way took it for a timeout or an internal error.
 func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 	// A value the store cannot hold is the client's input, whoever
 	// wrapped the store's error on the way.
@@ -52,7 +62,14 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 		return pe
 	}
 	var pe *problem.Error
-	if errors.As(err, &pe) {
+	found := errors.As(err, &pe)
+	if errors.Is(err, store.ErrUnavailable) && (!found || pe.Kind.Status >= 500) {
+		if found && pe.Kind == problem.Unavailable {
+			return pe
+		}
+		return problem.Wrap(problem.Unavailable, "The database is not answering; retry in a few seconds", err)
+	}
+	if found {
 		return pe
 	}
 	var te transportError

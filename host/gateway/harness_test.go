@@ -51,7 +51,17 @@ func setup(t *testing.T, backend string) *harness {
 // served by the built-in ledger.
 func setupLedgers(t *testing.T, backend string, ledgers ledger.Static) *harness {
 	t.Helper()
-	st := teststore.Open(t, backend)
+	return setupOnWith(t, teststore.Open(t, backend), ledgers)
+}
+
+// setupOn is setup on a store the test opened.
+func setupOn(t *testing.T, st store.Store) *harness {
+	t.Helper()
+	return setupOnWith(t, st, ledger.Builtin())
+}
+
+func setupOnWith(t *testing.T, st store.Store, ledgers ledger.Static) *harness {
+	t.Helper()
 	domain, err := manifest.LoadDomainFile("../../manifests/domain.yaml")
 	if err != nil {
 		t.Fatal(err)

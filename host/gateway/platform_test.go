@@ -439,7 +439,7 @@ func TestHealthAndMetrics(t *testing.T) {
 			}
 		}
 		h.store.Close()
-		h.req("GET", "/health", "", nil).wantProblem(t, 503, "unavailable", "Service Unavailable", "Unhealthy: [store]")
+		h.req("GET", "/health", "", nil).wantProblem(t, 503, "unavailable", "Service Unavailable", "Unhealthy: [store]; down: database")
 	})
 }
 

@@ -60,7 +60,10 @@ type HealthCheck struct {
 	Name string
 	// Critical checks failing make /health answer 503.
 	Critical bool
-	Check    func(ctx context.Context) (detail string, err error)
+	// Dependency, when set, names the outside service the check reaches
+	// ("database", "redis"); /health reports each one up or down.
+	Dependency string
+	Check      func(ctx context.Context) (detail string, err error)
 }
 
 // Server is the HTTP server.

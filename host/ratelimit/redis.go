@@ -1,8 +1,10 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 )
 
 // RedisOptions configures NewRedis.
@@ -30,7 +33,32 @@ type RedisOptions struct {
 	// rpm/1000, so limits below 2000 rpm are always decided one request
 	// per script call.
 	MaxLease int
+	// CallTimeout bounds each call to Redis (one script run); 0 means
+	// DefaultCallTimeout. It takes effect through the call's context, so
+	// the client needs ContextTimeoutEnabled.
+	CallTimeout time.Duration
+	// BreakerFailures is how many calls in a row may fail (errors or
+	// timeouts) before the limiter stops calling Redis for BreakerCooldown
+	// and answers at once as FailOpen says; 0 means DefaultBreakerFailures.
+	BreakerFailures int
+	// BreakerCooldown is how long the limiter leaves Redis alone once the
+	// breaker opens; then one call probes it and closes the breaker when
+	// it succeeds. 0 means DefaultBreakerCooldown.
+	BreakerCooldown time.Duration
 }
+
+// Defaults of RedisOptions. A Redis script call takes well under a
+// millisecond on a healthy server; 100 ms is a server in trouble, and a
+// request should not wait longer than that for its limit.
+const (
+	DefaultCallTimeout     = 100 * time.Millisecond
+	DefaultBreakerFailures = 5
+	DefaultBreakerCooldown = 2 * time.Second
+)
+
+// errBreakerOpen is the cause reported while the breaker keeps the limiter
+// from calling Redis.
+var errBreakerOpen = errors.New("redis left alone after repeated failures (circuit breaker open)")
 
 // DefaultPrefix is the key prefix when RedisOptions.Prefix is empty.
 const DefaultPrefix = "factline:rl:"
@@ -65,6 +93,8 @@ type Redis struct {
 	desc     string
 	leaseCap int
 	leases   *leaseTable
+	timeout  time.Duration
+	breaker  *gobreaker.CircuitBreaker[scriptResult]
 
 	// now replaces the server clock; set only by tests.
 	now func() time.Time
@@ -92,6 +122,21 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		r.log = slog.Default()
 	}
 	r.desc = "redis " + addrOf(client)
+	r.timeout = cmp.Or(opts.CallTimeout, DefaultCallTimeout)
+	failures := uint32(cmp.Or(opts.BreakerFailures, DefaultBreakerFailures))
+	r.breaker = gobreaker.NewCircuitBreaker[scriptResult](gobreaker.Settings{
+		Name:        r.desc,
+		MaxRequests: 1, // one probe at a time while half-open
+		Timeout:     cmp.Or(opts.BreakerCooldown, DefaultBreakerCooldown),
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		// A caller that went away says nothing about Redis.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		// Info: the failures themselves are warned about (fail-open) or
+		// answered 503 (fail-closed) already.
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			r.log.Info("rate limiter circuit breaker", "backend", r.desc, "from", from.String(), "to", to.String())
+		},
+	})
 	return r
 }
 
@@ -145,8 +190,21 @@ type scriptResult struct {
 	resetAfter int64 // µs
 }
 
-// script runs the script for n requests of key arriving together.
+// script runs the script for n requests of key arriving together, within
+// the call timeout and unless the breaker is open.
 func (r *Redis) script(ctx context.Context, key string, rpm, n int) (scriptResult, error) {
+	res, err := r.breaker.Execute(func() (scriptResult, error) {
+		cctx, cancel := context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+		return r.runScript(cctx, key, rpm, n)
+	})
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return scriptResult{}, errBreakerOpen
+	}
+	return res, err
+}
+
+func (r *Redis) runScript(ctx context.Context, key string, rpm, n int) (scriptResult, error) {
 	now := ""
 	if r.now != nil {
 		now = strconv.FormatInt(r.now().UnixMicro(), 10)
@@ -184,6 +242,8 @@ func (r *Redis) warn(err error) {
 // Check implements Limiter by running the limiter's own script against a
 // reserved key, so a failure of anything Allow needs shows.
 func (r *Redis) Check(ctx context.Context) (string, error) {
+	// While the breaker is open, run fails at once without asking Redis:
+	// Redis is down as far as requests are concerned, and Check says so.
 	if _, err := r.run(ctx, r.prefix+healthKey, MaxRPM); err != nil {
 		mode := "failing closed"
 		if r.failOpen {

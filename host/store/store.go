@@ -33,6 +33,11 @@ var (
 	ErrVersionConflict = errors.New("version conflict")
 	// ErrArchived: the config is archived and cannot take a new version.
 	ErrArchived = errors.New("archived")
+	// ErrUnavailable: the database cannot be reached or refuses work for
+	// now (connection refused or lost, server shutting down, the embedded
+	// file locked past its timeout). Retrying later may succeed; the cause
+	// stays in the chain.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Slot counts fixed by the contract's stored entity row.

@@ -116,7 +116,9 @@ func Continues(facts []store.Fact, after int64) error {
 }
 
 // Run consumes until ctx ends; it returns nil then. It returns an error only
-// when it cannot start (for example the checkpoint cannot be read).
+// when the consumer is misconfigured: a store that cannot subscribe or read
+// the checkpoint (a database still starting, a blip) is retried with the
+// same backoff as a failing batch, so a consumer never stops for good.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.Name == "" || c.Store == nil || c.Handler == nil {
 		return errors.New("stream: consumer needs a name, a store and a handler")
@@ -133,15 +135,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	log = log.With("consumer", c.Name)
 
-	wake, err := c.Store.SubscribeFacts(ctx)
-	if err != nil {
-		return fmt.Errorf("stream %s: subscribe: %w", c.Name, err)
-	}
-	pos, err := c.Store.GetCheckpoint(ctx, c.Name)
-	if err != nil {
-		return fmt.Errorf("stream %s: read checkpoint: %w", c.Name, err)
-	}
 	backoff := newBackoff()
+	// Subscribe once: each successful subscription lives until ctx ends.
+	wake, ok := retryStart(ctx, c, log, backoff, "subscribe", c.Store.SubscribeFacts)
+	if !ok {
+		return nil
+	}
+	pos, ok := retryStart(ctx, c, log, backoff, "read checkpoint", func(ctx context.Context) (int64, error) {
+		return c.Store.GetCheckpoint(ctx, c.Name)
+	})
+	if !ok {
+		return nil
+	}
+	backoff.reset()
 	for {
 		n, err := c.step(ctx, &pos)
 		if err == nil {
@@ -213,6 +219,26 @@ func (c *Consumer) observe(ctx context.Context, pos int64) {
 	defer cancel()
 	if head, err := c.Store.HeadPosition(hctx); err == nil {
 		c.Metrics.lag.WithLabelValues(c.Name).Set(float64(head - pos))
+	}
+}
+
+// retryStart calls fn until it succeeds, backing off between attempts; it
+// reports false when ctx ended first.
+func retryStart[T any](ctx context.Context, c *Consumer, log *slog.Logger, b *backoff, what string,
+	fn func(context.Context) (T, error)) (T, bool) {
+	for {
+		v, err := fn(ctx)
+		if err == nil {
+			return v, true
+		}
+		if ctx.Err() != nil {
+			return v, false
+		}
+		d := b.next()
+		log.Warn("stream consumer cannot start; retrying", "step", what, "retry_in", d, "err", err)
+		if !sleep(ctx, d) {
+			return v, false
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ const DefaultListenHeartbeat = time.Second
 // Store is the PostgreSQL implementation of [store.Store]. It is safe for
 // concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   db // the pool, errors classified
 	hooks  store.Hooks
 	logger *slog.Logger
 	facts  *listener
@@ -108,7 +108,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, hooks: opts.Hooks, logger: logger}
+	s := &Store{pool: db{pool}, hooks: opts.Hooks, logger: logger}
 	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
 	return s, nil
 }
@@ -148,10 +148,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		_ = tx.Rollback(rbCtx)
 	}()
 	if err := fn(tx); err != nil {
-		return err
+		return markUnavailable(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", markUnavailable(err))
 	}
 	return nil
 }

@@ -23,6 +23,13 @@ func interpretError(err error) error {
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
+		// The primary code: BUSY and LOCKED come with extended variants.
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			// Another process (a CLI command, a backup) held the file's
+			// lock past the busy timeout: retrying later may succeed.
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 			return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
