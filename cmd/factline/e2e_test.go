@@ -341,6 +341,31 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
+// TestCheckLocatesEveryProblem: files the YAML parser cannot read, empty
+// files and second documents are problems at a line and column, exit 1.
+func TestCheckLocatesEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"empty", "", ":1:1: empty manifest"},
+		{"nul", "name: x\nversion: \x00\n", ":2:10: NUL byte: a manifest is UTF-8 text"},
+		{"alias", "name: x\nversion: *v\n", ":2:10: YAML syntax error: unknown anchor 'v' referenced"},
+		{"two documents", "name: x\nversion: \"1\"\nroutes: [{path: /v1/status, method: GET, entity: system, action: get}]\n---\nrubbish\n", ":4:1: a manifest file holds one YAML document; a second starts here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, tc.name+".yaml")
+			if err := os.WriteFile(file, []byte(tc.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := cli(t, nil, "check", file)
+			if code != 1 || stdout != file+tc.want+"\n" {
+				t.Fatalf("exit %d, output:\n%s%s\nwant %s%s", code, stdout, stderr, file, tc.want)
+			}
+		})
+	}
+}
+
 func TestEnvironmentConfiguresFlags(t *testing.T) {
 	dir := t.TempDir()
 	_, stderr, code := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "create", "--tenant", "envt")
