@@ -37,3 +37,33 @@ func BenchmarkParseGateway(b *testing.B) {
 		})
 	}
 }
+
+// manyFacts returns a gateway manifest declaring one entity with n fact
+// types and one emit route for each.
+func manyFacts(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: big\nversion: \"1\"\nentities:\n  bulk:\n    facts:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "      - f%d\n", i)
+	}
+	b.WriteString("routes:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  - {path: /b%d/:id, method: POST, entity: bulk, action: emit, factType: f%d}\n", i, i)
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkParseGatewayManyFacts: fact types are looked up in a set, so
+// time grows linearly with fact types and routes together.
+func BenchmarkParseGatewayManyFacts(b *testing.B) {
+	for _, n := range []int{5_000, 10_000, 20_000} {
+		src := manyFacts(n)
+		b.Run(fmt.Sprintf("facts=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := ParseGateway("big.yaml", src, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -54,6 +54,8 @@ func Diagnostics(file string, err error) []Diagnostic {
 type checker struct {
 	file  string
 	diags []Diagnostic
+	// factSets caches entity types' fact types as sets (see factSet).
+	factSets map[string]map[string]bool
 }
 
 func (c *checker) at(n *yaml.Node, format string, args ...any) {

@@ -255,7 +255,7 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 				c.at(nodes[i], "%s.facts: duplicate fact type %q", what, ft)
 			}
 			seen[ft] = true
-			if domainType != nil && !domainType.AllowsFact(ft) {
+			if domainType != nil && !c.factSet("domain "+e.Name, domainType.Facts)[ft] {
 				c.at(nodes[i], "%s.facts: fact type %q is not declared for %s in the domain manifest", what, ft, e.Name)
 			}
 		}
@@ -330,7 +330,7 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 	case r.Action != ActionEmit && factNode != nil:
 		c.at(factNode, "%s.factType applies only to action emit", what)
 	case r.Action == ActionEmit && r.Entity != "" && r.Entity != SystemEntity:
-		if !factDeclared(r.Entity, r.FactType, declared, domain) {
+		if !c.factDeclared(r.Entity, r.FactType, declared, domain) {
 			c.at(factNode, "%s.factType: %q is not a fact type of entity %s", what, r.FactType, r.Entity)
 		}
 	}
@@ -355,16 +355,34 @@ var actionMethods = map[string][]string{
 	ActionQuery:  {"POST", "GET"},
 }
 
-func factDeclared(entity, fact string, declared map[string]*GatewayEntity, domain *Domain) bool {
-	if e := declared[entity]; e != nil && contains(e.Facts, fact) {
+func (c *checker) factDeclared(entity, fact string, declared map[string]*GatewayEntity, domain *Domain) bool {
+	if e := declared[entity]; e != nil && c.factSet("gateway "+entity, e.Facts)[fact] {
 		return true
 	}
 	if domain != nil {
-		if t := domain.Entities[entity]; t != nil && t.AllowsFact(fact) {
+		if t := domain.Entities[entity]; t != nil && c.factSet("domain "+entity, t.Facts)[fact] {
 			return true
 		}
 	}
 	return false
+}
+
+// factSet returns the facts as a set, made once per key: looking each
+// route's fact type up in a list would make a manifest with many fact
+// types and many routes quadratic.
+func (c *checker) factSet(key string, facts []string) map[string]bool {
+	if set, ok := c.factSets[key]; ok {
+		return set
+	}
+	set := make(map[string]bool, len(facts))
+	for _, f := range facts {
+		set[f] = true
+	}
+	if c.factSets == nil {
+		c.factSets = map[string]map[string]bool{}
+	}
+	c.factSets[key] = set
+	return set
 }
 
 func (c *checker) checkPath(n *yaml.Node, what, path string) []string {
