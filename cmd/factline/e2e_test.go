@@ -305,7 +305,7 @@ func TestCLIErrors(t *testing.T) {
 		{"revoke unknown", []string{"keys", "revoke", "--id", "key_nope", "--data-dir", dir}, 1, "no API key with id key_nope"},
 		{"bad flag", []string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
 		{"check nothing", []string{"check"}, 2, "usage: factline check"},
-		{"check missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
+		{"check missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, filepath.Join(dir, "nope.yaml") + ": open "},
 		{"bad database url", []string{"keys", "list", "--database-url", "postgres://127.0.0.1:1/x?connect_timeout=2"}, 1, "postgres"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,9 @@ import (
 )
 
 // Diagnostic is one problem in a manifest, located at a line and column
-// (1-based; 0 when the position is unknown).
+// (1-based). Every problem the loaders find in a file's content has both;
+// they are 0 only for a problem with the file as a whole, such as failing
+// to read it.
 type Diagnostic struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`
@@ -21,6 +23,9 @@ type Diagnostic struct {
 }
 
 func (d Diagnostic) String() string {
+	if d.Line == 0 {
+		return fmt.Sprintf("%s: %s", d.File, d.Message)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Column, d.Message)
 }
 

@@ -66,3 +66,14 @@ func TestSecondDocumentStillChecksTheFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestFileProblemsHaveNoFakePosition: a problem with the file itself (it
+// cannot be read) is printed without a line and column rather than 0:0.
+func TestFileProblemsHaveNoFakePosition(t *testing.T) {
+	t.Parallel()
+	_, err := LoadGatewayFile("testdata/no-such-file.yaml", nil)
+	diags := Diagnostics("testdata/no-such-file.yaml", err)
+	if len(diags) != 1 || !strings.HasPrefix(diags[0].String(), "testdata/no-such-file.yaml: read gateway manifest: ") {
+		t.Fatalf("got %v", diags)
+	}
+}
