@@ -305,7 +305,7 @@ func TestCLIErrors(t *testing.T) {
 		{"revoke unknown", []string{"keys", "revoke", "--id", "key_nope", "--data-dir", dir}, 1, "no API key with id key_nope"},
 		{"bad flag", []string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
 		{"check nothing", []string{"check"}, 2, "usage: factline check"},
-		{"check missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
+		{"check missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, filepath.Join(dir, "nope.yaml") + ": open "},
 		{"bad database url", []string{"keys", "list", "--database-url", "postgres://127.0.0.1:1/x?connect_timeout=2"}, 1, "postgres"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,6 +338,31 @@ func TestCheckCommand(t *testing.T) {
 	}
 	if code != 1 || json.Unmarshal([]byte(stdout), &out) != nil || out.Valid || len(out.Problems) == 0 || out.Problems[0].Line != 5 {
 		t.Fatalf("json output: %d %s", code, stdout)
+	}
+}
+
+// TestCheckLocatesEveryProblem: files the YAML parser cannot read, empty
+// files and second documents are problems at a line and column, exit 1.
+func TestCheckLocatesEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"empty", "", ":1:1: empty manifest"},
+		{"nul", "name: x\nversion: \x00\n", ":2:10: NUL byte: a manifest is UTF-8 text"},
+		{"alias", "name: x\nversion: *v\n", ":2:10: YAML syntax error: unknown anchor 'v' referenced"},
+		{"two documents", "name: x\nversion: \"1\"\nroutes: [{path: /v1/status, method: GET, entity: system, action: get}]\n---\nrubbish\n", ":4:1: a manifest file holds one YAML document; a second starts here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, tc.name+".yaml")
+			if err := os.WriteFile(file, []byte(tc.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := cli(t, nil, "check", file)
+			if code != 1 || stdout != file+tc.want+"\n" {
+				t.Fatalf("exit %d, output:\n%s%s\nwant %s%s", code, stdout, stderr, file, tc.want)
+			}
+		})
 	}
 }
 

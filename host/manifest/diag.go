@@ -1,8 +1,10 @@
 package manifest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -10,7 +12,9 @@ import (
 )
 
 // Diagnostic is one problem in a manifest, located at a line and column
-// (1-based; 0 when the position is unknown).
+// (1-based). Every problem the loaders find in a file's content has both;
+// they are 0 only for a problem with the file as a whole, such as failing
+// to read it.
 type Diagnostic struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`
@@ -19,6 +23,9 @@ type Diagnostic struct {
 }
 
 func (d Diagnostic) String() string {
+	if d.Line == 0 {
+		return fmt.Sprintf("%s: %s", d.File, d.Message)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Column, d.Message)
 }
 
@@ -52,6 +59,8 @@ func Diagnostics(file string, err error) []Diagnostic {
 type checker struct {
 	file  string
 	diags []Diagnostic
+	// factSets caches entity types' fact types as sets (see factSet).
+	factSets map[string]map[string]bool
 }
 
 func (c *checker) at(n *yaml.Node, format string, args ...any) {
@@ -75,16 +84,35 @@ func (c *checker) err() error {
 	return &Error{Diagnostics: c.diags}
 }
 
-// parseDocument parses YAML and returns the top mapping node. Syntax errors
-// become diagnostics with the line yaml.v3 reports.
+// parseDocument parses YAML and returns the top mapping node. Every
+// problem found here gets a real line and column: bytes YAML cannot hold,
+// an empty file, syntax errors and a second document.
 func (c *checker) parseDocument(src []byte) *yaml.Node {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		c.syntax(err)
+	if off, msg := badText(src); off >= 0 {
+		line, col := position(src, off)
+		c.diags = append(c.diags, Diagnostic{File: c.file, Line: line, Column: col, Message: msg})
 		return nil
 	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		c.at(nil, "manifest is empty")
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			c.diags = append(c.diags, Diagnostic{File: c.file, Line: 1, Column: 1, Message: "empty manifest"})
+		} else {
+			c.syntax(err, src)
+		}
+		return nil
+	}
+	// A file is one document: a second one would otherwise be ignored
+	// without a word. The first is still checked.
+	var next yaml.Node
+	if err := dec.Decode(&next); err != nil && !errors.Is(err, io.EOF) {
+		c.syntax(err, src)
+	} else if err == nil {
+		c.at(&next, "a manifest file holds one YAML document; a second starts here")
+	}
+	if len(doc.Content) == 0 {
+		c.diags = append(c.diags, Diagnostic{File: c.file, Line: 1, Column: 1, Message: "empty manifest"})
 		return nil
 	}
 	top := doc.Content[0]
@@ -96,9 +124,11 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 }
 
 // syntax turns a yaml.v3 error ("yaml: line 3: ...") into a diagnostic.
-func (c *checker) syntax(err error) {
+// yaml.v3 gives no column, so a syntax error points at the line's start;
+// errors without a line are located in src where possible, else at 1:1.
+func (c *checker) syntax(err error, src []byte) {
 	msg := err.Error()
-	line := 0
+	line, col := 0, 1
 	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
 		if i := strings.Index(rest, ":"); i > 0 {
 			fmt.Sscanf(rest[:i], "%d", &line)
@@ -111,8 +141,17 @@ func (c *checker) syntax(err error) {
 		}
 	} else {
 		msg = "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")
+		var name string
+		if _, e := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "unknown anchor %s referenced", &name); e == nil {
+			if off := aliasOffset(src, strings.Trim(name, "'")); off >= 0 {
+				line, col = position(src, off)
+			}
+		}
 	}
-	c.diags = append(c.diags, Diagnostic{File: c.file, Line: line, Column: 1, Message: msg})
+	if line < 1 {
+		line, col = 1, 1
+	}
+	c.diags = append(c.diags, Diagnostic{File: c.file, Line: line, Column: col, Message: msg})
 }
 
 // field is one key/value pair of a mapping.

@@ -174,11 +174,10 @@ func (c *checker) gateway(top *yaml.Node, domain *Domain) *Gateway {
 	if len(rf.value.Content) == 0 {
 		c.at(rf.value, "routes must list at least one route")
 	}
+	index := newRouteIndex()
 	for i, rn := range rf.value.Content {
 		if r := c.route(i, rn, declared, domain); r != nil {
-			for _, prev := range g.Routes {
-				c.overlap(prev, r, rn)
-			}
+			c.overlap(index, r, rn)
 			g.Routes = append(g.Routes, r)
 		}
 	}
@@ -197,8 +196,16 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 	f := c.fields(n, what, "description", "fields", "facts")
 	e.Description, _ = c.str(f, "description", what, false, n)
 	var domainType *EntityType
+	domainFields := map[string]Field{}
 	if domain != nil {
 		domainType = domain.Entities[e.Name]
+	}
+	if domainType != nil {
+		for _, df := range domainType.Fields {
+			if _, ok := domainFields[df.Name]; !ok {
+				domainFields[df.Name] = df
+			}
+		}
 	}
 	indexedS, indexedN := 0, 0
 	if ff, ok := f["fields"]; ok {
@@ -226,7 +233,7 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 					indexedN++
 				}
 				if domainType != nil {
-					if df, ok := domainType.Field(k.Value); ok && typ != "" && !compatible(typ, df.Type) {
+					if df, ok := domainFields[k.Value]; ok && typ != "" && !compatible(typ, df.Type) {
 						c.at(v, "%s: type %s contradicts the domain manifest, which declares %s", fw, typ, df.Type)
 					}
 				}
@@ -248,7 +255,7 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 				c.at(nodes[i], "%s.facts: duplicate fact type %q", what, ft)
 			}
 			seen[ft] = true
-			if domainType != nil && !domainType.AllowsFact(ft) {
+			if domainType != nil && !c.factSet("domain "+e.Name, domainType.Facts)[ft] {
 				c.at(nodes[i], "%s.facts: fact type %q is not declared for %s in the domain manifest", what, ft, e.Name)
 			}
 		}
@@ -323,7 +330,7 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 	case r.Action != ActionEmit && factNode != nil:
 		c.at(factNode, "%s.factType applies only to action emit", what)
 	case r.Action == ActionEmit && r.Entity != "" && r.Entity != SystemEntity:
-		if !factDeclared(r.Entity, r.FactType, declared, domain) {
+		if !c.factDeclared(r.Entity, r.FactType, declared, domain) {
 			c.at(factNode, "%s.factType: %q is not a fact type of entity %s", what, r.FactType, r.Entity)
 		}
 	}
@@ -348,16 +355,34 @@ var actionMethods = map[string][]string{
 	ActionQuery:  {"POST", "GET"},
 }
 
-func factDeclared(entity, fact string, declared map[string]*GatewayEntity, domain *Domain) bool {
-	if e := declared[entity]; e != nil && contains(e.Facts, fact) {
+func (c *checker) factDeclared(entity, fact string, declared map[string]*GatewayEntity, domain *Domain) bool {
+	if e := declared[entity]; e != nil && c.factSet("gateway "+entity, e.Facts)[fact] {
 		return true
 	}
 	if domain != nil {
-		if t := domain.Entities[entity]; t != nil && t.AllowsFact(fact) {
+		if t := domain.Entities[entity]; t != nil && c.factSet("domain "+entity, t.Facts)[fact] {
 			return true
 		}
 	}
 	return false
+}
+
+// factSet returns the facts as a set, made once per key: looking each
+// route's fact type up in a list would make a manifest with many fact
+// types and many routes quadratic.
+func (c *checker) factSet(key string, facts []string) map[string]bool {
+	if set, ok := c.factSets[key]; ok {
+		return set
+	}
+	set := make(map[string]bool, len(facts))
+	for _, f := range facts {
+		set[f] = true
+	}
+	if c.factSets == nil {
+		c.factSets = map[string]map[string]bool{}
+	}
+	c.factSets[key] = set
+	return set
 }
 
 func (c *checker) checkPath(n *yaml.Node, what, path string) []string {
@@ -369,18 +394,27 @@ func (c *checker) checkPath(n *yaml.Node, what, path string) []string {
 		c.at(n, "%s.path: %q must not end with /", what, path)
 	}
 	var params []string
+	// The empty-segment problem quotes the whole path, so it is reported
+	// once per path, not once per segment: a long run of slashes must not
+	// make the report grow with the square of the path.
+	emptyReported := false
+	seen := map[string]bool{}
 	for _, seg := range strings.Split(strings.Trim(path, "/"), "/") {
 		switch {
 		case seg == "" && path != "/":
-			c.at(n, "%s.path: %q has an empty segment", what, path)
+			if !emptyReported {
+				c.at(n, "%s.path: %q has an empty segment", what, path)
+				emptyReported = true
+			}
 		case strings.HasPrefix(seg, ":"):
 			if !paramRe.MatchString(seg) {
 				c.at(n, "%s.path: parameter %q must be : followed by a letter or _ and then letters, digits or _", what, seg)
 				continue
 			}
-			if contains(params, seg[1:]) {
+			if seen[seg] {
 				c.at(n, "%s.path: parameter %q appears twice", what, seg)
 			}
+			seen[seg] = true
 			params = append(params, seg[1:])
 		case seg != "" && !segRe.MatchString(seg):
 			c.at(n, "%s.path: segment %q may hold only letters, digits and . _ ~ -", what, seg)
@@ -433,38 +467,22 @@ func shape(path string) string {
 	return "/" + strings.Join(segs, "/")
 }
 
-// overlap reports a later route that duplicates or is shadowed by an
-// earlier one with the same method. Routes match in declaration order, so a
-// later route is shadowed when every path it matches is matched earlier.
-func (c *checker) overlap(prev, r *Route, n *yaml.Node) {
-	if prev.Method != r.Method || prev.Path == "" || r.Path == "" {
+// overlap reports a route that duplicates or is shadowed by an earlier one
+// with the same method. Routes match in declaration order, so a route is
+// shadowed when every path it matches is matched earlier. Only the first
+// such earlier route is named: one problem per route keeps the report (and
+// the work) linear when many routes repeat one path.
+func (c *checker) overlap(index *routeIndex, r *Route, n *yaml.Node) {
+	if r.Path == "" {
 		return
 	}
-	if shape(prev.Path) == shape(r.Path) {
-		c.at(n, "route %s duplicates the route at line %d (%s %s)", r.ID(), prev.Line, prev.Method, prev.Path)
-		return
+	dup, shadow := index.add(r)
+	switch {
+	case dup != nil:
+		c.at(n, "route %s duplicates the route at line %d (%s %s)", r.ID(), dup.Line, dup.Method, dup.Path)
+	case shadow != nil:
+		c.at(n, "route %s is shadowed by the route at line %d (%s %s), which matches every path it does; declare the more specific route first", r.ID(), shadow.Line, shadow.Method, shadow.Path)
 	}
-	if covers(prev.Path, r.Path) {
-		c.at(n, "route %s is shadowed by the route at line %d (%s %s), which matches every path it does; declare the more specific route first", r.ID(), prev.Line, prev.Method, prev.Path)
-	}
-}
-
-// covers reports whether every path matched by b is matched by a.
-func covers(a, b string) bool {
-	as := strings.Split(strings.Trim(a, "/"), "/")
-	bs := strings.Split(strings.Trim(b, "/"), "/")
-	if len(as) != len(bs) {
-		return false
-	}
-	for i := range as {
-		if strings.HasPrefix(as[i], ":") {
-			continue
-		}
-		if as[i] != bs[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // MergeDomain returns a domain extended with the gateway's entity types

@@ -62,7 +62,7 @@ func TestRepoGatewayManifestIsValid(t *testing.T) {
 // TestInvalidGatewayManifests pins the diagnostics of every manifest in
 // testdata/gateway against its .want golden file (go test -update
 // rewrites them). Every manifest must produce at least one problem, each
-// with a line.
+// with a line and a column.
 func TestInvalidGatewayManifests(t *testing.T) {
 	d := repoDomain(t)
 	files, err := filepath.Glob("testdata/gateway/*.yaml")
@@ -77,8 +77,8 @@ func TestInvalidGatewayManifests(t *testing.T) {
 			}
 			var lines []string
 			for _, diag := range Diagnostics(file, err) {
-				if diag.Line == 0 {
-					t.Errorf("problem without a line: %s", diag)
+				if diag.Line < 1 || diag.Column < 1 {
+					t.Errorf("problem without a line and column: %s", diag)
 				}
 				lines = append(lines, diag.String())
 			}
@@ -125,8 +125,20 @@ func FuzzParseGateway(f *testing.F) {
 			MergeDomain(d, g)
 			return
 		}
-		if len(Diagnostics("fuzz.yaml", err)) == 0 {
-			t.Fatal("error without diagnostics")
-		}
+		checkPositions(t, Diagnostics("fuzz.yaml", err))
 	})
+}
+
+// checkPositions fails unless there are problems and each has a line and
+// a column.
+func checkPositions(t *testing.T, diags []Diagnostic) {
+	t.Helper()
+	if len(diags) == 0 {
+		t.Fatal("error without diagnostics")
+	}
+	for _, d := range diags {
+		if d.Line < 1 || d.Column < 1 {
+			t.Fatalf("problem without a line and column: %s", d)
+		}
+	}
 }

@@ -1,0 +1,79 @@
+package manifest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestUnparsableManifestsHavePositions: files YAML cannot read, empty
+// files, undefined aliases and extra documents are problems at a real line
+// and column, the same for both kinds of manifest.
+func TestUnparsableManifestsHavePositions(t *testing.T) {
+	t.Parallel()
+	const head = "name: g\nversion: \"1\"\n"
+	for _, tc := range []struct {
+		name, src string
+		want      string // line:col: message
+	}{
+		{"empty file", "", "1:1: empty manifest"},
+		{"blank lines", "\n\n  \n", "1:1: empty manifest"},
+		{"only comments", "# later\n", "1:1: empty manifest"},
+		{"NUL byte", head + "x: a\x00b\n", "3:5: NUL byte: a manifest is UTF-8 text"},
+		{"invalid UTF-8", head + "x: caf\xe9\n", "3:7: invalid UTF-8 (byte 0xE9): a manifest is UTF-8 text"},
+		{"truncated UTF-8", head + "x: \xe2\x82", "3:4: invalid UTF-8 (byte 0xE2): a manifest is UTF-8 text"},
+		{"columns count characters", head + "x: \u00e9\u00e9\xff\n", "3:6: invalid UTF-8 (byte 0xFF): a manifest is UTF-8 text"},
+		{"CR LF line ends", "name: g\r\nversion: \"1\"\r\nx: \x01\r\n", "3:4: control character U+0001 is not allowed in YAML"},
+		{"binary", "\x7fELF\x02\x01\x01\x00", "1:1: control character U+007F is not allowed in YAML"},
+		{"UTF-16", "\xff\xfen\x00", "1:1: invalid UTF-8 (byte 0xFF): a manifest is UTF-8 text"},
+		{"undefined alias", head + "# *a in a comment\nx: [1, *a]\n", "4:8: YAML syntax error: unknown anchor 'a' referenced"},
+		{"undefined alias at the start", "*a\n", "1:1: YAML syntax error: unknown anchor 'a' referenced"},
+		{"second document", head + "---\nname: h\n", "3:1: a manifest file holds one YAML document; a second starts here"},
+		{"second document of garbage", head + "---\n  garbage: {\n", "5:1: YAML syntax error: did not find expected node content"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, gerr := ParseGateway("m.yaml", []byte(tc.src), nil)
+			_, derr := ParseDomain("m.yaml", []byte(tc.src))
+			for kind, err := range map[string]error{"gateway": gerr, "domain": derr} {
+				diags := Diagnostics("m.yaml", err)
+				checkPositions(t, diags)
+				// The first problem is the one under test; a manifest with
+				// a second document also has the first one's problems.
+				found := false
+				for _, d := range diags {
+					if d.String() == "m.yaml:"+tc.want {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("%s manifest: want m.yaml:%s, got:\n%v", kind, tc.want, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSecondDocumentStillChecksTheFirst: refusing the second document does
+// not hide the first one's problems.
+func TestSecondDocumentStillChecksTheFirst(t *testing.T) {
+	t.Parallel()
+	src := "name: g\nversion: \"1\"\nroutes: []\n---\nname: h\n"
+	_, err := ParseGateway("m.yaml", []byte(src), nil)
+	got := err.Error()
+	for _, want := range []string{"m.yaml:3:9: routes must list at least one route", "m.yaml:4:1: a manifest file holds one YAML document; a second starts here"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}
+
+// TestFileProblemsHaveNoFakePosition: a problem with the file itself (it
+// cannot be read) is printed without a line and column rather than 0:0.
+func TestFileProblemsHaveNoFakePosition(t *testing.T) {
+	t.Parallel()
+	_, err := LoadGatewayFile("testdata/no-such-file.yaml", nil)
+	diags := Diagnostics("testdata/no-such-file.yaml", err)
+	if len(diags) != 1 || !strings.HasPrefix(diags[0].String(), "testdata/no-such-file.yaml: read gateway manifest: ") {
+		t.Fatalf("got %v", diags)
+	}
+}
