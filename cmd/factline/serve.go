@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	allowNets := fs.String("webhook-allow-networks", "", "non-public address ranges webhooks may reach, for example 10.0.0.0/8 (empty: public only)")
 	pluginCache := fs.String("plugin-cache-dir", "", "where compiled plugins are cached across restarts (default: the user cache dir)")
 	operator := fs.String("operator-tenant", "operator", "tenant whose admin keys may install and roll back plugins")
-	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "deadline of one plugin call")
+	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "CPU-time budget of one plugin call (stopped after 10 times it in wall time)")
 	pluginMemory := fs.Int("plugin-memory-mib", 64, "memory cap of one plugin instance, in MiB")
 	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
 	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")

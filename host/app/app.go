@@ -62,7 +62,7 @@ type Config struct {
 	// user's cache directory, factline/wasm-cache).
 	PluginCacheDir string
 	// PluginTimeout and PluginMemoryMiB bound each plugin call (defaults
-	// 100 ms and 64 MiB).
+	// 100 ms of CPU time, see wasm.Options.CallTimeout, and 64 MiB).
 	PluginTimeout   time.Duration
 	PluginMemoryMiB int
 	// BuiltinPlugins replaces the plugins built into the binary (tests).

@@ -46,9 +46,13 @@
 // Instances are made at load and, after a trap, in the background: never
 // on the request path.
 //
-// Every call runs under a deadline (Options.CallTimeout, default 100ms):
-// a context.WithTimeout on the caller's context, enforced by wazero's
-// close-on-context-done, which stops a guest in any loop. It is costly for
+// Every call runs under a budget (Options.CallTimeout, default 100ms) of
+// CPU time: the calling goroutine is locked to its thread for the call and
+// a timer reads the thread's CPU clock, so a call waiting for a core on a
+// loaded machine is not stopped; a wall-clock cap of 10 budgets stops a
+// call that never gets there. The stop is a cancel of the call's context,
+// enforced by wazero's close-on-context-done, which stops a guest in any
+// loop. It is costly for
 // Go guests (each iteration of a wasm loop leaves native code to check
 // for it, about 36 ns against 2 ns, and wazero starts a goroutine per
 // exported call) and it is what keeps a plugin from hanging the host;

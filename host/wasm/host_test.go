@@ -286,7 +286,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 }
 
 // TestInfiniteLoopStoppedAtDeadline: a guest that never returns is
-// stopped at its deadline, and other plugins serve calls meanwhile. (Not
+// stopped at its budget, and other plugins serve calls meanwhile. (Not
 // parallel: it asserts on timing.)
 func TestInfiniteLoopStoppedAtDeadline(t *testing.T) {
 	h := newHost(t, Options{PoolSize: 2, CallTimeout: 200 * time.Millisecond})
@@ -327,8 +327,10 @@ wait:
 	if !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Errorf("errors.Is(err, context.DeadlineExceeded) is false: %v", r.err)
 	}
-	if r.elapsed < 200*time.Millisecond || r.elapsed > time.Second {
-		t.Errorf("the loop was stopped after %v, want 200ms..1s", r.elapsed)
+	// 200ms of CPU time, or the wall-clock hard cap when the machine is
+	// so loaded that the loop's thread gets less.
+	if limit := hardCapFactor*200*time.Millisecond + time.Second; r.elapsed < 200*time.Millisecond || r.elapsed > limit {
+		t.Errorf("the loop was stopped after %v, want 200ms..%v", r.elapsed, limit)
 	}
 	if served == 0 {
 		t.Error("no call to another plugin completed while the guest spun")

@@ -21,9 +21,11 @@ type Options struct {
 	// MemoryLimitMiB caps the linear memory of each instance (default 64,
 	// at least 8, at most 4096). A guest growing past it traps.
 	MemoryLimitMiB int
-	// CallTimeout is the deadline of one call into a guest (default
-	// 100ms). A guest still running at the deadline is stopped and its
-	// instance discarded.
+	// CallTimeout is the budget of one call into a guest (default 100ms):
+	// CPU time of the thread running it (Linux; wall time elsewhere), so a
+	// call starved of CPU on a loaded machine is not taken for a runaway.
+	// A guest that has used its budget, or is still running after 10
+	// times it in wall time, is stopped and its instance discarded.
 	CallTimeout time.Duration
 	// PoolSize is the number of instances kept per loaded plugin version
 	// (default 2*GOMAXPROCS, at most 1024).

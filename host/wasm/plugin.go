@@ -189,12 +189,15 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 		return err
 	}
 	inst.out.reset()
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if !p.host.opts.DisableDeadline {
-		cctx, cancel = context.WithTimeout(ctx, p.host.opts.CallTimeout)
+	var cerr *CallError
+	var overrun error
+	if p.host.opts.DisableDeadline {
+		cerr, err = inst.exec(ctx, inst.fns[c], buf.Bytes(), decode)
+	} else {
+		cctx, b := startBudget(ctx, p.host.opts.CallTimeout)
+		cerr, err = inst.exec(cctx, inst.fns[c], buf.Bytes(), decode)
+		overrun = b.end()
 	}
-	cerr, err := inst.exec(cctx, inst.fns[c], buf.Bytes(), decode)
-	cancel()
 	if err == nil {
 		p.pool <- inst
 		if cerr != nil {
@@ -204,7 +207,7 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 		p.record(c, outcomeOK, start)
 		return nil
 	}
-	trap := p.classify(ctx, c, err)
+	trap := p.classify(ctx, c, err, overrun)
 	trap.Output = inst.out.String()
 	p.replace(inst)
 	switch {
@@ -221,8 +224,9 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 }
 
 // classify turns the error of a call into a TrapError: the caller's
-// context ending, the call's own deadline, or a trap.
-func (p *Plugin) classify(ctx context.Context, c call, err error) *TrapError {
+// context ending, the call's own budget (overrun says why it was stopped),
+// or a trap.
+func (p *Plugin) classify(ctx context.Context, c call, err, overrun error) *TrapError {
 	t := &TrapError{Plugin: p.label, Call: c.String(), Cause: err}
 	var exit *sys.ExitError
 	stopped := errors.As(err, &exit) &&
@@ -231,6 +235,9 @@ func (p *Plugin) classify(ctx context.Context, c call, err error) *TrapError {
 	case ctx.Err() != nil && (stopped || errors.Is(err, ctx.Err())):
 		t.Cause = ctx.Err()
 		t.Timeout = errors.Is(t.Cause, context.DeadlineExceeded)
+	case stopped && overrun != nil:
+		t.Timeout = true
+		t.Cause = overrun
 	case stopped:
 		t.Timeout = true
 		t.Cause = fmt.Errorf("%w: still running after %v", context.DeadlineExceeded, p.host.opts.CallTimeout)
