@@ -15,10 +15,6 @@ import (
 
 var factTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
-// maxDecideAttempts bounds optimistic retries of a state-dependent ledger
-// decision that lost a race with another writer to the same entity.
-const maxDecideAttempts = 8
-
 // AppendFactInput is a fact to append to an entity's ledger.
 type AppendFactInput struct {
 	// ID, when set, is the fact's id (callers that must append at most
@@ -107,6 +103,12 @@ var ErrDuplicateFact = errors.New("platform: fact already recorded")
 // was made on and retried when another writer got there first.
 // expectedVersion, when non-zero, is the caller's own pin and is never
 // retried.
+//
+// Without a caller's pin the retries have no count limit, only ctx: a
+// caller that did not ask for optimistic concurrency must never see a
+// conflict, and a fixed number of attempts is what a busy entity written
+// by several processes exhausts. Every lost race means another writer
+// committed, so the entity as a whole always makes progress.
 func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, json.RawMessage, error) {
 	t, err := s.entityType(e.Type)
 	if err != nil {
@@ -127,7 +129,7 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 			}
 		}
 	}
-	for attempt := 1; ; attempt++ {
+	for {
 		if expectedVersion != 0 && e.Version != expectedVersion {
 			return nil, nil, versionConflict(e.ID, e.Version, expectedVersion)
 		}
@@ -159,7 +161,10 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 				return nil, nil, entityNotFound(e.ID)
 			case errors.Is(ferr, store.ErrAlreadyExists) && prov.FactID != "":
 				return nil, nil, fmt.Errorf("%w: %s", ErrDuplicateFact, prov.FactID)
-			case errors.Is(ferr, store.ErrVersionConflict) && expectedVersion == 0 && attempt < maxDecideAttempts:
+			case errors.Is(ferr, store.ErrVersionConflict) && expectedVersion == 0:
+				if err := ctx.Err(); err != nil {
+					return nil, nil, storeErr("append fact", fmt.Errorf("entity %s kept changing: %w", e.ID, err))
+				}
 				if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
 					return nil, nil, err
 				}
