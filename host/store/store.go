@@ -33,6 +33,9 @@ var (
 	ErrVersionConflict = errors.New("version conflict")
 	// ErrArchived: the config is archived and cannot take a new version.
 	ErrArchived = errors.New("archived")
+	// ErrSecretKeyMismatch: the database's webhook secrets are encrypted
+	// with another key than the one given.
+	ErrSecretKeyMismatch = errors.New("webhook secrets are encrypted with another key")
 )
 
 // Slot counts fixed by the contract's stored entity row.
@@ -623,8 +626,13 @@ type WebhookStore interface {
 	// ResumeWebhookConfig removes the pause; ErrNotFound when none.
 	ResumeWebhookConfig(ctx context.Context, tenantID, configID string) error
 
-	// CreateWebhookSecret inserts s; ErrAlreadyExists on a taken Ref.
+	// CreateWebhookSecret inserts s; ErrAlreadyExists on a taken Ref. The
+	// first secret records s.KeyID as the database's secret key; a secret
+	// with another KeyID fails with ErrSecretKeyMismatch and writes nothing.
 	CreateWebhookSecret(ctx context.Context, s *WebhookSecret) error
+	// WebhookSecretKeyID returns the key id recorded by the first secret
+	// (see CreateWebhookSecret), "" when there is none yet.
+	WebhookSecretKeyID(ctx context.Context) (string, error)
 	// GetWebhookSecret returns the secret (expired or not) or ErrNotFound.
 	GetWebhookSecret(ctx context.Context, tenantID, ref string) (*WebhookSecret, error)
 	// ExpireWebhookSecret sets ExpiresAt (keeping an earlier one), or
