@@ -134,6 +134,22 @@ type FactScan struct {
 	From, To int64
 }
 
+// FactFilter selects facts of one tenant for ListFacts. Every set field
+// must match; the zero value of a field leaves it open.
+type FactFilter struct {
+	TenantID string
+	Type     string
+	// Subtype is only used with Type.
+	Subtype  string
+	SourceID string
+	EntityID string
+	// From and To bound Timestamp, inclusive; 0 leaves that end open.
+	From, To int64
+	// AfterPosition keeps facts with Position > AfterPosition (a cursor).
+	AfterPosition int64
+	Limit         int
+}
+
 // Append is one fact to append. Fact.ID, TenantID, Type, Timestamp, Data and
 // CreatedAt are set by the caller; Seq, Position and EntityType are assigned
 // by the store.
@@ -299,6 +315,11 @@ type FactStore interface {
 	// ListEntityFacts returns facts of one entity with Seq > afterSeq in
 	// Seq order, at most limit of them.
 	ListEntityFacts(ctx context.Context, tenantID, entityID string, afterSeq int64, limit int) ([]Fact, error)
+	// ListFacts returns the tenant's facts f selects, in position (commit)
+	// order, at most f.Limit of them. An index serves each filter: a
+	// listing never scans other tenants' facts, nor the tenant's whole
+	// ledger when a type, source or entity is given.
+	ListFacts(ctx context.Context, f FactFilter) ([]Fact, error)
 	// ReadFacts returns facts of all tenants with Position > after, in
 	// position order, at most limit of them. It feeds stream consumers.
 	ReadFacts(ctx context.Context, after int64, limit int) ([]Fact, error)
