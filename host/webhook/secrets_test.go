@@ -120,11 +120,23 @@ func TestProcessWithAnotherSecretKeyIsRefused(t *testing.T) {
 				t.Fatalf("%s on an empty database: %v", name, err)
 			}
 		}
-		if _, err := a.CreateSecret(ctx, tenantA); err != nil {
+		sec, err := a.CreateSecret(ctx, tenantA)
+		if err != nil {
 			t.Fatal(err)
 		}
+		// b cannot sign with a's secret, so it refuses a config naming it
+		// (it used to log a warning and accept it).
+		in := &platform.ConfigInput{Type: ConfigType, Settings: map[string]any{"url": "https://hooks.example.com/x",
+			"secret_ref": sec.SecretRef, "triggers": []any{"outcome.deal_won"}}}
+		errs := b.checkConfig(ctx, tenantA, in, true)
+		if len(errs) != 1 || errs[0].Field != "settings.secret_ref" || !strings.Contains(errs[0].Message, "FACTLINE_SECRET_KEY") {
+			t.Fatalf("config naming another key's secret: %v", errs)
+		}
+		if errs := a.checkConfig(ctx, tenantA, in, true); len(errs) != 0 {
+			t.Fatalf("the same config through a: %v", errs)
+		}
 		// b started before a's secret: it may not write one of its own.
-		_, err := b.CreateSecret(ctx, "tenant-b")
+		_, err = b.CreateSecret(ctx, "tenant-b")
 		var pe *problem.Error
 		if !errors.As(err, &pe) || pe.Kind.Status != http.StatusServiceUnavailable || !strings.Contains(pe.Detail, "FACTLINE_SECRET_KEY") {
 			t.Fatalf("secret through a process with another key: %v, want a 503 naming FACTLINE_SECRET_KEY", err)
