@@ -493,3 +493,37 @@ func TestPluginTestCommand(t *testing.T) {
 		t.Fatalf("no file: exit %d", code)
 	}
 }
+
+// TestServeRefusesAnotherSecretKey: a second process on the same database
+// without the first one's secret key (each then has a key file of its own)
+// exits non-zero naming FACTLINE_SECRET_KEY, once the database holds a
+// webhook secret; given the key through FACTLINE_SECRET_KEY it starts.
+func TestServeRefusesAnotherSecretKey(t *testing.T) {
+	db, dirA := testutil.Postgres(t), t.TempDir()
+	admin, stderr, code := cli(t, nil, "keys", "create", "--tenant", "acme", "--mode", "admin", "--database-url", db, "--data-dir", dirA)
+	admin = strings.TrimSpace(admin)
+	if code != 0 {
+		t.Fatalf("keys create: %d %s", code, stderr)
+	}
+	s := startServer(t, "--database-url", db, "--data-dir", dirA)
+	s.waitReady(t) // a stop while plugins compile waits for them
+	if code, body := s.do(t, "POST", "/v1/admin/webhooks/secrets", admin, ""); code != 201 {
+		t.Fatalf("create secret: %d %v", code, body)
+	}
+	s.stop(t)
+
+	_, stderr, code = cli(t, nil, "serve", "--addr", "127.0.0.1:0", "--domain", domainManifest(t), "--plugins-dir", pluginsDir,
+		"--plugin-cache-dir", pluginCache, "--database-url", db, "--data-dir", t.TempDir())
+	if code == 0 || !strings.Contains(stderr, "FACTLINE_SECRET_KEY") {
+		t.Fatalf("serve with another key: exit %d, stderr %s", code, stderr)
+	}
+
+	key, err := os.ReadFile(filepath.Join(dirA, "webhook-secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FACTLINE_SECRET_KEY", strings.TrimSpace(string(key)))
+	s = startServer(t, "--database-url", db, "--data-dir", t.TempDir())
+	s.waitReady(t)
+	s.stop(t)
+}

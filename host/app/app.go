@@ -214,6 +214,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Refuse to start with a key that cannot read the shared secrets.
+	if err := a.Webhooks.CheckSecretKey(ctx); err != nil {
+		return nil, err
+	}
 	a.Webhooks.RegisterConfigType(a.Platform)
 	if err := a.Webhooks.Register(a.Registry); err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -36,6 +38,7 @@ func (s *Server) routes() {
 	v1.All("/entities/:id/*", key, s.entityCommand)
 
 	v1.Post("/facts", key, s.appendFact)
+	v1.Get("/facts", key, s.listFacts)
 	v1.Get("/facts/:id", key, s.getFact)
 
 	v1.Post("/configs", key, s.createConfig)
@@ -269,6 +272,43 @@ func (s *Server) getFact(c *fiber.Ctx) error {
 		return err
 	}
 	return respond(c, fiber.StatusOK, platform.NewFactView(f))
+}
+
+// listFactsParams are the query parameters of GET /v1/facts.
+var listFactsParams = []string{"type", "subtype", "source_id", "entity_id", "from", "to", "cursor", "limit"}
+
+// listFacts: GET /v1/facts lists the tenant's facts in commit order,
+// entity-less ones (webhook audit facts) included. An unknown parameter
+// is refused rather than ignored: a misspelt filter would list everything.
+func (s *Server) listFacts(c *fiber.Ctx) error {
+	var errs []problem.FieldError
+	for k := range c.Queries() {
+		if !slices.Contains(listFactsParams, k) {
+			errs = append(errs, problem.FieldError{Field: k, Code: problem.CodeUnknownField,
+				Message: "unknown query parameter " + k + "; filters are " + strings.Join(listFactsParams[:6], ", ")})
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
+		return problem.Validation(errs)
+	}
+	limit, err := queryInt(c.Query("limit"), "limit")
+	if err != nil {
+		return err
+	}
+	q := func(name string) string { return strings.Clone(c.Query(name)) }
+	page, err := s.platform.ListFacts(ctx(c), tenant(c), platform.ListFactsInput{
+		Type: q("type"), Subtype: q("subtype"), SourceID: q("source_id"), EntityID: q("entity_id"),
+		From: q("from"), To: q("to"), Cursor: q("cursor"), Limit: limit,
+	})
+	if err != nil {
+		return err
+	}
+	items := make([]platform.FactView, len(page.Items))
+	for i := range page.Items {
+		items[i] = platform.NewFactView(&page.Items[i])
+	}
+	return respond(c, fiber.StatusOK, listing(items, page.Cursor, page.HasMore))
 }
 
 // configInput reads a config body; the returned input holds its shape

@@ -706,6 +706,7 @@ func TestPlatformEndpoints(t *testing.T) {
 		{"PATCH", "/v1/entities/{id}", "200", false, false},
 		{"GET", "/v1/entities/{id}/facts", "200", false, false},
 		{"POST", "/v1/facts", "201", true, false},
+		{"GET", "/v1/facts", "200", false, false},
 		{"GET", "/v1/facts/{id}", "200", false, false},
 		{"POST", "/v1/configs", "201", true, false},
 		{"GET", "/v1/configs", "200", false, false},

@@ -45,7 +45,7 @@ func openProcess(t *testing.T, dbURL, name string) process {
 		t.Fatal(err)
 	}
 	reg := ledger.Builtin()
-	reg["capped"] = capped{cap: 100}
+	reg["capped"] = capped{cap: 1 << 20}
 	svc, err := platform.New(platform.Options{Store: st, Domain: d, Ledgers: reg,
 		EntityCache: entitycache.Options{MaxAge: time.Hour}})
 	if err != nil {

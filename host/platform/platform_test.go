@@ -169,8 +169,6 @@ func TestStateDependentLedgerUnderContention(t *testing.T) {
 					ok++
 				case errors.As(err, &pe) && pe.Kind == problem.Unprocessable:
 					refused++
-				case errors.As(err, &pe) && pe.Kind == problem.Conflict:
-					// Lost every optimistic retry: acceptable, wrote nothing.
 				default:
 					t.Error(err)
 				}

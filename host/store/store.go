@@ -38,6 +38,10 @@ var (
 	// file locked past its timeout). Retrying later may succeed; the cause
 	// stays in the chain.
 	ErrUnavailable = errors.New("database unavailable")
+
+	// ErrSecretKeyMismatch: the database's webhook secrets are encrypted
+	// with another key than the one given.
+	ErrSecretKeyMismatch = errors.New("webhook secrets are encrypted with another key")
 )
 
 // Slot counts fixed by the contract's stored entity row.
@@ -134,6 +138,22 @@ type FactScan struct {
 	EntityType string
 	// From and To bound Timestamp, inclusive; 0 leaves that end open.
 	From, To int64
+}
+
+// FactFilter selects facts of one tenant for ListFacts. Every set field
+// must match; the zero value of a field leaves it open.
+type FactFilter struct {
+	TenantID string
+	Type     string
+	// Subtype is only used with Type.
+	Subtype  string
+	SourceID string
+	EntityID string
+	// From and To bound Timestamp, inclusive; 0 leaves that end open.
+	From, To int64
+	// AfterPosition keeps facts with Position > AfterPosition (a cursor).
+	AfterPosition int64
+	Limit         int
 }
 
 // Append is one fact to append. Fact.ID, TenantID, Type, Timestamp, Data and
@@ -301,6 +321,11 @@ type FactStore interface {
 	// ListEntityFacts returns facts of one entity with Seq > afterSeq in
 	// Seq order, at most limit of them.
 	ListEntityFacts(ctx context.Context, tenantID, entityID string, afterSeq int64, limit int) ([]Fact, error)
+	// ListFacts returns the tenant's facts f selects, in position (commit)
+	// order, at most f.Limit of them. An index serves each filter: a
+	// listing never scans other tenants' facts, nor the tenant's whole
+	// ledger when a type, source or entity is given.
+	ListFacts(ctx context.Context, f FactFilter) ([]Fact, error)
 	// ReadFacts returns facts of all tenants with Position > after, in
 	// position order, at most limit of them. It feeds stream consumers.
 	ReadFacts(ctx context.Context, after int64, limit int) ([]Fact, error)
@@ -628,8 +653,13 @@ type WebhookStore interface {
 	// ResumeWebhookConfig removes the pause; ErrNotFound when none.
 	ResumeWebhookConfig(ctx context.Context, tenantID, configID string) error
 
-	// CreateWebhookSecret inserts s; ErrAlreadyExists on a taken Ref.
+	// CreateWebhookSecret inserts s; ErrAlreadyExists on a taken Ref. The
+	// first secret records s.KeyID as the database's secret key; a secret
+	// with another KeyID fails with ErrSecretKeyMismatch and writes nothing.
 	CreateWebhookSecret(ctx context.Context, s *WebhookSecret) error
+	// WebhookSecretKeyID returns the key id recorded by the first secret
+	// (see CreateWebhookSecret), "" when there is none yet.
+	WebhookSecretKeyID(ctx context.Context) (string, error)
 	// GetWebhookSecret returns the secret (expired or not) or ErrNotFound.
 	GetWebhookSecret(ctx context.Context, tenantID, ref string) (*WebhookSecret, error)
 	// ExpireWebhookSecret sets ExpiresAt (keeping an earlier one), or

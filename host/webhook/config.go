@@ -6,6 +6,7 @@ import (
 
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
 )
 
 // RegisterConfigType makes p validate webhook configs (POST /v1/configs
@@ -56,6 +57,10 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 		case errors.Is(err, errSecretExpired):
 			errs = append(errs, problem.FieldError{Field: "settings.secret_ref", Code: problem.CodeFormat,
 				Message: "secret " + settings.SecretRef + " has expired (it was rotated out); reference the current secret"})
+		case errors.Is(err, store.ErrSecretKeyMismatch):
+			// No process with this server's key can sign with it.
+			errs = append(errs, problem.FieldError{Field: "settings.secret_ref", Code: problem.CodeFormat,
+				Message: "secret " + settings.SecretRef + " was encrypted with another key than this server's FACTLINE_SECRET_KEY; create a new secret"})
 		case err != nil:
 			s.log.Warn("webhook: cannot check secret_ref", "tenant", tenant, "secret_ref", settings.SecretRef, "err", err)
 		}

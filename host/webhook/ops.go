@@ -257,6 +257,54 @@ type DeliveryView struct {
 	Paused          bool            `json:"paused"`
 	CreatedAt       int64           `json:"created_at"`
 	UpdatedAt       int64           `json:"updated_at"`
+	// Attempts names the webhook.sent fact of every recorded attempt,
+	// oldest first (a replay starts again at attempt 1); GET /v1/facts/:id
+	// reads one whole.
+	Attempts []AttemptView `json:"attempts"`
+}
+
+// AttemptView summarises one attempt's webhook.sent fact.
+type AttemptView struct {
+	FactID     string `json:"fact_id"`
+	Attempt    int    `json:"attempt"`
+	Success    bool   `json:"success"`
+	StatusCode int    `json:"status_code"`
+	ErrorType  string `json:"error_type,omitempty"`
+	ErrorCode  string `json:"error_code,omitempty"`
+	WillRetry  *bool  `json:"will_retry,omitempty"`
+	SentToDLQ  *bool  `json:"sent_to_dlq,omitempty"`
+	Timestamp  int64  `json:"timestamp"`
+}
+
+// maxAttemptFacts bounds the webhook.sent facts read for one delivery:
+// 20 attempts a round, and a few hundred replays are far beyond use.
+const maxAttemptFacts = 10_000
+
+// attempts reads the webhook.sent facts of a delivery: those whose
+// source_id is its webhook.triggered fact (an index serves the filter).
+func (s *Service) attempts(ctx context.Context, r *store.OutboxRow) ([]AttemptView, error) {
+	out := []AttemptView{}
+	var after int64
+	for len(out) < maxAttemptFacts {
+		facts, err := s.st.ListFacts(ctx, store.FactFilter{TenantID: r.TenantID, Type: ConfigType, Subtype: "sent",
+			SourceID: r.TriggeredFactID, AfterPosition: after, Limit: 200})
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range facts {
+			var d sentData
+			if err := json.Unmarshal(f.Data, &d); err != nil || d.DeliveryID != r.DeliveryID {
+				continue
+			}
+			out = append(out, AttemptView{FactID: f.ID, Attempt: d.Attempt, Success: d.Success, StatusCode: d.StatusCode,
+				ErrorType: d.ErrorType, ErrorCode: d.ErrorCode, WillRetry: d.WillRetry, SentToDLQ: d.SentToDLQ, Timestamp: f.Timestamp})
+		}
+		if len(facts) < 200 {
+			break
+		}
+		after = facts[len(facts)-1].Position
+	}
+	return out, nil
 }
 
 // Delivery returns one delivery's state.
@@ -280,6 +328,9 @@ func (s *Service) Delivery(ctx context.Context, tenant, deliveryID string) (*Del
 	}
 	if _, err := s.st.GetWebhookPause(ctx, tenant, r.ConfigID); err == nil {
 		v.Paused = true
+	}
+	if v.Attempts, err = s.attempts(ctx, r); err != nil {
+		return nil, fmt.Errorf("webhook: delivery %s: attempts: %w", deliveryID, err)
 	}
 	return v, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
 )
 
@@ -176,6 +177,15 @@ func (s *secretStore) create(ctx context.Context, tenant string) (ref, value str
 	ct := s.aead.Seal(nonce, nonce, []byte(value), aad(tenant, ref))
 	rec := &store.WebhookSecret{TenantID: tenant, Ref: ref, Ciphertext: ct, KeyID: s.keyID, CreatedAt: now.UnixMilli()}
 	if err := s.st.CreateWebhookSecret(ctx, rec); err != nil {
+		if errors.Is(err, store.ErrSecretKeyMismatch) {
+			// Another process with another key wrote the first secret
+			// after this one started: a secret stored now could not be
+			// read by the others.
+			id, _ := s.st.WebhookSecretKeyID(ctx)
+			return "", "", 0, problem.Wrap(problem.Unavailable,
+				"This server's webhook secret key is not the one the database's secrets use; "+
+					"every process sharing the database needs the same FACTLINE_SECRET_KEY", keyMismatch(s.keyID, id))
+		}
 		return "", "", 0, err
 	}
 	return ref, value, rec.CreatedAt, nil
@@ -198,7 +208,7 @@ func (s *secretStore) get(ctx context.Context, tenant, ref string) (string, erro
 		}
 		if rec.KeyID != s.keyID {
 			return "", fmt.Errorf("secret %s was encrypted with another key (%s, this process has %s): "+
-				"every process must use the same FACTLINE_SECRET_KEY", ref, rec.KeyID, s.keyID)
+				"every process must use the same FACTLINE_SECRET_KEY: %w", ref, rec.KeyID, s.keyID, store.ErrSecretKeyMismatch)
 		}
 		nonceSize := s.aead.NonceSize()
 		if len(rec.Ciphertext) < nonceSize {
@@ -217,6 +227,27 @@ func (s *secretStore) get(ctx context.Context, tenant, ref string) (string, erro
 		return "", errSecretExpired
 	}
 	return c.value, nil
+}
+
+// keyMismatch explains a key that is not the database's to an operator.
+func keyMismatch(process, database string) error {
+	return fmt.Errorf("webhook: this process's secret key (key id %s) is not the key that encrypts the database's "+
+		"webhook secrets (key id %s): start every process sharing the database with the same FACTLINE_SECRET_KEY "+
+		"(--secret-key); without one, each process creates its own key file in its data dir: %w",
+		process, database, store.ErrSecretKeyMismatch)
+}
+
+// checkKey fails with keyMismatch when the database's secrets are recorded
+// as encrypted with another key than s's.
+func (s *secretStore) checkKey(ctx context.Context) error {
+	id, err := s.st.WebhookSecretKeyID(ctx)
+	if err != nil {
+		return fmt.Errorf("webhook: check the secret key: %w", err)
+	}
+	if id != "" && id != s.keyID {
+		return keyMismatch(s.keyID, id)
+	}
+	return nil
 }
 
 // expire sets a secret's expiry and forgets the cached copy.

@@ -15,6 +15,7 @@ import (
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/sdk/webhookverify"
 )
 
@@ -92,6 +93,75 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	if _, err := other.secrets.get(ctx, tenantA, e.ref); err == nil || !strings.Contains(err.Error(), "FACTLINE_SECRET_KEY") {
 		t.Errorf("another key: %v", err)
 	}
+}
+
+// TestProcessWithAnotherSecretKeyIsRefused: processes sharing a database
+// without a shared key each make a key file of their own. One whose key is
+// not the database's fails its start check (naming FACTLINE_SECRET_KEY),
+// and one that started before the first secret existed cannot write a
+// secret under its key (503), so no secret is ever stored that another
+// process cannot read.
+func TestProcessWithAnotherSecretKeyIsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		ctx := t.Context()
+		st := teststore.Open(t, backend)
+		open := func(dataDir string) *Service {
+			s, err := New(Options{Store: st, Logger: quietLogger(), DataDir: dataDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		dirA := t.TempDir()
+		a, b := open(dirA), open(t.TempDir())
+		// An empty database: both may start.
+		for name, s := range map[string]*Service{"a": a, "b": b} {
+			if err := s.CheckSecretKey(ctx); err != nil {
+				t.Fatalf("%s on an empty database: %v", name, err)
+			}
+		}
+		sec, err := a.CreateSecret(ctx, tenantA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// b cannot sign with a's secret, so it refuses a config naming it
+		// (it used to log a warning and accept it).
+		in := &platform.ConfigInput{Type: ConfigType, Settings: map[string]any{"url": "https://hooks.example.com/x",
+			"secret_ref": sec.SecretRef, "triggers": []any{"outcome.deal_won"}}}
+		errs := b.checkConfig(ctx, tenantA, in, true)
+		if len(errs) != 1 || errs[0].Field != "settings.secret_ref" || !strings.Contains(errs[0].Message, "FACTLINE_SECRET_KEY") {
+			t.Fatalf("config naming another key's secret: %v", errs)
+		}
+		if errs := a.checkConfig(ctx, tenantA, in, true); len(errs) != 0 {
+			t.Fatalf("the same config through a: %v", errs)
+		}
+		// b started before a's secret: it may not write one of its own.
+		_, err = b.CreateSecret(ctx, "tenant-b")
+		var pe *problem.Error
+		if !errors.As(err, &pe) || pe.Kind.Status != http.StatusServiceUnavailable || !strings.Contains(pe.Detail, "FACTLINE_SECRET_KEY") {
+			t.Fatalf("secret through a process with another key: %v, want a 503 naming FACTLINE_SECRET_KEY", err)
+		}
+		// A process starting now with another key is refused.
+		err = open(t.TempDir()).CheckSecretKey(ctx)
+		if !errors.Is(err, store.ErrSecretKeyMismatch) || !strings.Contains(err.Error(), "FACTLINE_SECRET_KEY") {
+			t.Fatalf("start check with another key: %v", err)
+		}
+		// The same key (the key file's, given as FACTLINE_SECRET_KEY) passes.
+		key, err := os.ReadFile(filepath.Join(dirA, SecretKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		same, err := New(Options{Store: st, Logger: quietLogger(), SecretKey: string(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := same.CheckSecretKey(ctx); err != nil {
+			t.Fatalf("start check with the database's key: %v", err)
+		}
+		if _, err := same.CreateSecret(ctx, "tenant-b"); err != nil {
+			t.Fatalf("secret with the database's key: %v", err)
+		}
+	})
 }
 
 // Rotation: a new secret under a new reference and a new config version;

@@ -162,6 +162,14 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
+// CheckSecretKey fails, naming FACTLINE_SECRET_KEY, when the database's
+// webhook secrets are encrypted with another key than this process's: the
+// process could neither sign their deliveries nor write secrets the
+// others can read. A process should refuse to start on it.
+func (s *Service) CheckSecretKey(ctx context.Context) error {
+	return s.secrets.checkKey(ctx)
+}
+
 // Collectors returns the contract's metrics, for a Prometheus registry.
 func (s *Service) Collectors() []prometheus.Collector { return s.metrics.collectors() }
 

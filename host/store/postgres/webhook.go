@@ -502,17 +502,49 @@ func (s *Store) ResumeWebhookConfig(ctx context.Context, tenantID, configID stri
 	return nil
 }
 
-// CreateWebhookSecret inserts an encrypted secret.
+// CreateWebhookSecret inserts an encrypted secret. The key record is
+// written (when missing) and checked in the same statement as the insert,
+// so two processes with different keys cannot both write a first secret.
 func (s *Store) CreateWebhookSecret(ctx context.Context, sec *store.WebhookSecret) error {
 	if sec.TenantID == "" || sec.Ref == "" || len(sec.Ciphertext) == 0 {
 		return errors.New("postgres: create webhook secret: tenant, ref and ciphertext are required")
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_secrets (tenant_id, ref, ciphertext, key_id, created_at, expires_at)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// Two statements: under READ COMMITTED the SELECT's snapshot then
+		// sees a record a concurrent first secret committed while the
+		// INSERT waited for it.
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_secret_key (key_id, recorded_at) VALUES ($1, $2)
+ON CONFLICT (only_row) DO NOTHING`, sec.KeyID, sec.CreatedAt); err != nil {
+			return err
+		}
+		var recorded string
+		if err := tx.QueryRow(ctx, `SELECT key_id FROM webhook_secret_key`).Scan(&recorded); err != nil {
+			return err
+		}
+		if recorded != sec.KeyID {
+			return fmt.Errorf("key %s, the database's is %s: %w", sec.KeyID, recorded, store.ErrSecretKeyMismatch)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_secrets (tenant_id, ref, ciphertext, key_id, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6)`, sec.TenantID, sec.Ref, sec.Ciphertext, sec.KeyID, sec.CreatedAt, sec.ExpiresAt)
+		return interpretError(err)
+	})
 	if err != nil {
-		return fmt.Errorf("postgres: create webhook secret %s: %w", sec.Ref, interpretError(err))
+		return fmt.Errorf("postgres: create webhook secret %s: %w", sec.Ref, err)
 	}
 	return nil
+}
+
+// WebhookSecretKeyID returns the recorded secret key id, "" when none.
+func (s *Store) WebhookSecretKeyID(ctx context.Context) (string, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT key_id FROM webhook_secret_key`).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("postgres: webhook secret key: %w", err)
+	}
+	return id, nil
 }
 
 // GetWebhookSecret returns the secret or ErrNotFound.

@@ -183,6 +183,46 @@ WHERE tenant_id = ? AND entity_id = ? AND seq > ? ORDER BY seq LIMIT ?`, tenantI
 	return facts, nil
 }
 
+// ListFacts returns the tenant's facts f selects in position order;
+// migration 0006 adds the indexes that serve each filter.
+func (s *Store) ListFacts(ctx context.Context, f store.FactFilter) ([]store.Fact, error) {
+	if f.TenantID == "" {
+		return nil, errors.New("sqlite: list facts: a tenant is required")
+	}
+	sql, args := `SELECT `+factColumns+` FROM facts WHERE tenant_id = ?`, []any{f.TenantID}
+	and := func(cond string, v any) {
+		args = append(args, v)
+		sql += ` AND ` + cond + ` ?`
+	}
+	if f.Type != "" {
+		and(`type =`, f.Type)
+		if f.Subtype != "" {
+			and(`subtype =`, f.Subtype)
+		}
+	}
+	if f.SourceID != "" {
+		and(`source_id =`, f.SourceID)
+	}
+	if f.EntityID != "" {
+		and(`entity_id =`, f.EntityID)
+	}
+	if f.From != 0 {
+		and(`timestamp >=`, f.From)
+	}
+	if f.To != 0 {
+		and(`timestamp <=`, f.To)
+	}
+	if f.AfterPosition > 0 {
+		and(`position >`, f.AfterPosition)
+	}
+	args = append(args, sqlLimit(f.Limit))
+	facts, err := s.queryFacts(ctx, sql+` ORDER BY position LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list facts: %w", err)
+	}
+	return facts, nil
+}
+
 // ReadFacts returns facts of all tenants with Position > after in position
 // order.
 func (s *Store) ReadFacts(ctx context.Context, after int64, limit int) ([]store.Fact, error) {

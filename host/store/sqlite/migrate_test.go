@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -108,5 +109,42 @@ func TestLoadMigrationsRejectsBadNames(t *testing.T) {
 	ms, err := store.LoadMigrations(migrationFS)
 	if err != nil || len(ms) == 0 || ms[0].Version != 1 {
 		t.Fatalf("embedded migrations: %v, %v", ms, err)
+	}
+}
+
+// TestSecretKeyRecordTakesTheOldestSecretsKey: a database that holds
+// webhook secrets from before the key record (migration 5) records the key
+// of its oldest secret, which later secrets must then use.
+func TestSecretKeyRecordTakesTheOldestSecretsKey(t *testing.T) {
+	ctx := t.Context()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := openRaw(t)
+	before := fstest.MapFS{}
+	names, err := fs.Glob(migrationFS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if name < "0005" {
+			b, err := fs.ReadFile(migrationFS, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[name] = &fstest.MapFile{Data: b}
+		}
+	}
+	if err := migrate(ctx, db, before, logger); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO webhook_secrets (tenant_id, ref, ciphertext, key_id, created_at) VALUES
+('t2', 'webhook_secret_b', x'01', 'k_new', 200), ('t1', 'webhook_secret_a', x'01', 'k_old', 100)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate(ctx, db, migrationFS, logger); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := db.QueryRowContext(ctx, `SELECT key_id FROM webhook_secret_key`).Scan(&id); err != nil || id != "k_old" {
+		t.Fatalf("recorded key %q, %v; want k_old", id, err)
 	}
 }

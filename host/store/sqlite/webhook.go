@@ -341,12 +341,24 @@ func (s *Store) ResumeWebhookConfig(ctx context.Context, tenantID, configID stri
 	return nil
 }
 
-// CreateWebhookSecret inserts an encrypted secret.
+// CreateWebhookSecret inserts an encrypted secret, recording its key as
+// the database's when none is (see store.WebhookStore).
 func (s *Store) CreateWebhookSecret(ctx context.Context, sec *store.WebhookSecret) error {
 	if sec.TenantID == "" || sec.Ref == "" || len(sec.Ciphertext) == 0 {
 		return errors.New("sqlite: create webhook secret: tenant, ref and ciphertext are required")
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_secret_key (only_row, key_id, recorded_at) VALUES (1, ?, ?)
+ON CONFLICT (only_row) DO NOTHING`, sec.KeyID, sec.CreatedAt); err != nil {
+			return err
+		}
+		var recorded string
+		if err := tx.QueryRowContext(ctx, `SELECT key_id FROM webhook_secret_key`).Scan(&recorded); err != nil {
+			return err
+		}
+		if recorded != sec.KeyID {
+			return fmt.Errorf("key %s, the database's is %s: %w", sec.KeyID, recorded, store.ErrSecretKeyMismatch)
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO webhook_secrets (tenant_id, ref, ciphertext, key_id, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?)`, sec.TenantID, sec.Ref, sec.Ciphertext, sec.KeyID, sec.CreatedAt, nullInt(sec.ExpiresAt))
 		return interpretError(err)
@@ -355,6 +367,19 @@ VALUES (?, ?, ?, ?, ?, ?)`, sec.TenantID, sec.Ref, sec.Ciphertext, sec.KeyID, se
 		return fmt.Errorf("sqlite: create webhook secret %s: %w", sec.Ref, err)
 	}
 	return nil
+}
+
+// WebhookSecretKeyID returns the recorded secret key id, "" when none.
+func (s *Store) WebhookSecretKeyID(ctx context.Context) (string, error) {
+	var id string
+	err := s.r.QueryRowContext(ctx, `SELECT key_id FROM webhook_secret_key`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: webhook secret key: %w", err)
+	}
+	return id, nil
 }
 
 // GetWebhookSecret returns the secret or ErrNotFound.

@@ -20,6 +20,7 @@ var webhookTests = []test{
 	{"ChangeFactsAndPause", testChangeFactsAndPause},
 	{"ListAndCount", testOutboxListCount},
 	{"Secrets", testWebhookSecrets},
+	{"SecretsOfAnotherKeyAreRefused", testSecretsOfAnotherKeyAreRefused},
 }
 
 // newOutboxRow returns a pending row for the triggered fact factID.
@@ -505,4 +506,33 @@ func testWebhookSecrets(t *testing.T, open Factory) {
 		t.Errorf("expires %v, want %d", got.ExpiresAt, t0+100)
 	}
 	wantErr(t, s.ExpireWebhookSecret(ctx, "tnt_b", "webhook_secret_a1", 1), store.ErrNotFound, "expire in another tenant")
+}
+
+// testSecretsOfAnotherKeyAreRefused: the first secret records its key as
+// the database's; a secret encrypted with another key is refused and
+// writes nothing, in any tenant.
+func testSecretsOfAnotherKeyAreRefused(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	id, err := s.WebhookSecretKeyID(ctx)
+	noErr(t, err, "WebhookSecretKeyID of an empty store")
+	if id != "" {
+		t.Fatalf("key id %q before any secret", id)
+	}
+	first := &store.WebhookSecret{TenantID: "tnt_a", Ref: "webhook_secret_a1", Ciphertext: []byte{1}, KeyID: "k1", CreatedAt: t0}
+	noErr(t, s.CreateWebhookSecret(ctx, first), "first secret")
+	id, err = s.WebhookSecretKeyID(ctx)
+	noErr(t, err, "WebhookSecretKeyID")
+	if id != "k1" {
+		t.Fatalf("key id %q, want k1", id)
+	}
+	other := &store.WebhookSecret{TenantID: "tnt_b", Ref: "webhook_secret_b1", Ciphertext: []byte{2}, KeyID: "k2", CreatedAt: t0 + 1}
+	wantErr(t, s.CreateWebhookSecret(ctx, other), store.ErrSecretKeyMismatch, "a secret of another key")
+	_, err = s.GetWebhookSecret(ctx, "tnt_b", "webhook_secret_b1")
+	wantErr(t, err, store.ErrNotFound, "the refused secret")
+	second := &store.WebhookSecret{TenantID: "tnt_b", Ref: "webhook_secret_b2", Ciphertext: []byte{3}, KeyID: "k1", CreatedAt: t0 + 2}
+	noErr(t, s.CreateWebhookSecret(ctx, second), "a second secret of the same key")
+	if id, _ := s.WebhookSecretKeyID(ctx); id != "k1" {
+		t.Fatalf("key id %q after more secrets, want k1", id)
+	}
 }
