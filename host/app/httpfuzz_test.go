@@ -89,6 +89,9 @@ func startFuzzTarget(t testing.TB, backend, loc string) *fuzzTarget {
 		}
 		c.Manifest = man
 		c.BodyLimit = 64 << 10
+		// A cache kept between runs: each fuzz worker is a process that
+		// would otherwise compile the plugins again.
+		c.PluginCacheDir = filepath.Join(os.TempDir(), "factline-httpfuzz-wasm-cache")
 	})
 	ft := &fuzzTarget{l: l, addr: strings.TrimPrefix(l.base, "http://"), contact: "c-base", account: "acct-base"}
 	must := func(code int, body map[string]any) map[string]any {
