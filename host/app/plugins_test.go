@@ -31,7 +31,7 @@ var (
 )
 
 // repoPlugins builds the repo's plugins once per test binary.
-func repoPlugins(t *testing.T) map[string][]byte {
+func repoPlugins(t testing.TB) map[string][]byte {
 	t.Helper()
 	modulesOnce.Do(func() {
 		modules = map[string][]byte{}
@@ -55,7 +55,7 @@ func repoPlugins(t *testing.T) map[string][]byte {
 
 // live is a running App on a real listener.
 type live struct {
-	t    *testing.T
+	t    testing.TB
 	a    *app.App
 	base string
 	key  string
@@ -63,7 +63,7 @@ type live struct {
 	stop func()
 }
 
-func startLive(t *testing.T, backend, location string, tweaks ...func(*app.Config)) *live {
+func startLive(t testing.TB, backend, location string, tweaks ...func(*app.Config)) *live {
 	t.Helper()
 	mods := repoPlugins(t)
 	// A generous plugin deadline: the race detector and a busy machine slow
