@@ -137,7 +137,7 @@ func TestUnknownMethodIsProblem(t *testing.T) {
 		status       int
 		allow        string
 	}{
-		{"FOO", "/v1/facts", 405, "POST"},
+		{"FOO", "/v1/facts", 405, "GET, HEAD, POST"},
 		{"PROPFIND", "/v1/entities/ent_x", 405, "GET, HEAD, PATCH"},
 		{"PROPFIND", "/health", 405, "GET, HEAD"},
 		{"FOO", "/nowhere", 404, ""},
