@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -34,7 +33,7 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	ok := conformance.Test(ctx, stdout, module, conformance.Options{
-		Host:  wasm.Options{CallTimeout: *timeout, MemoryLimitMiB: *memory},
+		Host:  conformance.HostOptions{CallTimeout: *timeout, MemoryLimitMiB: *memory},
 		Calls: *calls,
 	})
 	if !ok {

@@ -9,7 +9,8 @@
 //		})
 //	}
 //
-// The module is loaded with the real host runtime (host/wasm), so a module
+// The module is loaded with the gateway's own plugin runtime (the module
+// runner host/wasm builds on, which imports no gateway code), so a module
 // that passes is one the gateway accepts; the checks that need raw bytes
 // or an instance's memory size (malformed input, memory) run on one more
 // instance, configured as the host configures its own.
@@ -19,11 +20,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 	// Host configures the host runtime the module is loaded in (call
 	// deadline, memory cap, compilation cache directory, ...). A zero
 	// PoolSize means 2.
-	Host wasm.Options
+	Host HostOptions
 	// Calls is the number of calls of the memory check (default 10,000;
 	// 1,000 in a binary built with the race detector, which makes every
 	// guest loop iteration a slow trip into instrumented Go code).
@@ -55,6 +56,27 @@ type Options struct {
 	// Now is the decision time passed in every call (default
 	// 1764000000000).
 	Now int64
+}
+
+// HostOptions are the limits the module runs under, with the meaning and
+// defaults of the gateway's plugin options of the same names (factline
+// serve).
+type HostOptions struct {
+	// CacheDir is the directory of wazero's compilation cache on disk
+	// (empty: a temporary one per Check).
+	CacheDir string
+	// MemoryLimitMiB caps the linear memory of each instance (default 64,
+	// at least 8, at most 4096). A guest growing past it traps.
+	MemoryLimitMiB int
+	// CallTimeout is the budget of one call (default 100ms): CPU time of
+	// the thread running it (Linux; wall time elsewhere), with a wall-clock
+	// cap of 10 budgets.
+	CallTimeout time.Duration
+	// PoolSize is the number of instances the module is loaded with.
+	PoolSize int
+	// Logger receives the runtime's messages and the guest's log lines
+	// (default: discard).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -161,6 +183,7 @@ func (r Report) Failed() []Result {
 //	PASS exports          all 8 exports present with their signatures
 //	FAIL determinism      decide "deposit" answered differently to the same input: ...
 //	FAIL: 1 of 10 checks failed (account@1.0.0)
+
 func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
 	for _, res := range r.Results {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -47,7 +46,7 @@ func TestMain(m *testing.M) {
 // guest's collector can pause a call for tens of milliseconds); a loop is
 // stopped all the same.
 func options() conformance.Options {
-	return conformance.Options{Host: wasm.Options{
+	return conformance.Options{Host: conformance.HostOptions{
 		CacheDir:    filepath.Join(os.TempDir(), "factline-wazero-cache"),
 		CallTimeout: time.Second,
 	}}
