@@ -64,7 +64,7 @@ func (k *kit) add(check string, o Outcome, format string, args ...any) {
 
 func (k *kit) failed(checks ...string) bool {
 	for _, r := range k.results {
-		if r.Outcome != Pass && slices.Contains(checks, r.Check) {
+		if (r.Outcome == Fail || r.Outcome == Skip) && slices.Contains(checks, r.Check) {
 			return true
 		}
 	}
@@ -640,7 +640,7 @@ func (k *kit) replay(ctx context.Context) {
 		k.facts = append(k.facts, facts...)
 	}
 	if recorded == 0 {
-		k.add(CheckReplay, Pass, "no sample command recorded a fact (give Options.Inputs that the commands accept to check replay)")
+		k.add(CheckReplay, Warn, "nothing to replay: no sample command recorded a fact (give inputs the commands accept: Options.Inputs, or --input COMMAND=JSON)")
 		return
 	}
 	k.add(CheckReplay, Pass, "%d facts recorded over %d entity types; replaying them from null rebuilds the same state", recorded, len(k.desc.EntityTypes))

@@ -112,6 +112,10 @@ const (
 	Pass Outcome = "PASS"
 	Fail Outcome = "FAIL"
 	Skip Outcome = "SKIP" // could not run: an earlier failure explains why
+	// Warn: nothing failed, but the check had nothing to check (a ledger
+	// whose sample commands recorded no fact has nothing to replay). It
+	// does not fail the report.
+	Warn Outcome = "WARN"
 )
 
 // Result is one check's outcome.
@@ -167,6 +171,17 @@ func (r Report) Result(check string) (Result, bool) {
 	return Result{}, false
 }
 
+// Warnings returns the checks that passed with a warning.
+func (r Report) Warnings() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if res.Outcome == Warn {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
 // Failed returns the failed checks.
 func (r Report) Failed() []Result {
 	var out []Result
@@ -183,17 +198,21 @@ func (r Report) Failed() []Result {
 //	PASS exports          all 8 exports present with their signatures
 //	FAIL determinism      decide "deposit" answered differently to the same input: ...
 //	FAIL: 1 of 10 checks failed (account@1.0.0)
-
+//
+// A report with no failure but warnings ends "PASS: account@1.0.0 passes
+// 10 checks, 1 with a warning".
 func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
 	for _, res := range r.Results {
 		fmt.Fprintf(&b, "%s %-16s %s\n", res.Outcome, res.Check, res.Message)
 	}
-	failed, name := len(r.Failed()), r.Plugin
+	failed, warned, name := len(r.Failed()), len(r.Warnings()), r.Plugin
 	if name == "" {
 		name = "the module"
 	}
-	if failed == 0 {
+	if failed == 0 && warned > 0 {
+		fmt.Fprintf(&b, "PASS: %s passes %d checks, %d with a warning\n", name, len(r.Results), warned)
+	} else if failed == 0 {
 		fmt.Fprintf(&b, "PASS: %s passes %d checks\n", name, len(r.Results))
 	} else {
 		fmt.Fprintf(&b, "FAIL: %d of %d checks failed (%s)\n", failed, len(r.Results), name)
@@ -203,7 +222,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Test checks a module and writes the report to w; it returns whether
-// every check passed. It is what `factline plugin test` runs.
+// no check failed (a warning does not fail). It is what `factline plugin test` runs.
 func Test(ctx context.Context, w io.Writer, module []byte, opts Options) bool {
 	r := Check(ctx, module, opts)
 	_, _ = r.WriteTo(w)
@@ -211,7 +230,7 @@ func Test(ctx context.Context, w io.Writer, module []byte, opts Options) bool {
 }
 
 // Run checks a module in a test: every result is logged and every failed
-// check is a test error.
+// check is a test error (a warning is logged, not an error).
 func Run(t testing.TB, module []byte, opts Options) Report {
 	t.Helper()
 	ctx := context.Background()
