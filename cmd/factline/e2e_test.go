@@ -527,3 +527,50 @@ func TestServeRefusesAnotherSecretKey(t *testing.T) {
 	s.waitReady(t)
 	s.stop(t)
 }
+
+// TestPluginTestInputFeedsReplay: --input COMMAND=JSON (repeatable) feeds
+// the replay check; without an input the guide's points ledger records no
+// fact, and replay says so with a WARN line while the exit code stays 0. A
+// malformed --input is a usage error.
+func TestPluginTestInputFeedsReplay(t *testing.T) {
+	points, err := conformance.Build(context.Background(), "../../sdk/conformance/testdata/points")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "points.wasm")
+	if err := os.WriteFile(f, points, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		lines []string // each a line prefix that must be printed
+	}{
+		{"no input", nil, 0, []string{"WARN replay           nothing to replay", "PASS: points@1.0.0 passes 10 checks, 1 with a warning"}},
+		{"inputs", []string{"--input", `earn={"points":5}`, "--input", `earn={"points":0}`}, 0,
+			[]string{"PASS replay           2 facts recorded", "PASS: points@1.0.0 passes 10 checks"}},
+		{"no command", []string{"--input", `{"points":5}`}, 2, nil},
+		{"not JSON", []string{"--input", `earn={points:5}`}, 2, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"plugin", "test", "--calls", "200"}, tc.args...), f)
+			stdout, stderr, code := cli(t, nil, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, stdout, stderr)
+			}
+			for _, want := range tc.lines {
+				found := false
+				for line := range strings.Lines(stdout) {
+					found = found || strings.HasPrefix(line, want)
+				}
+				if !found {
+					t.Errorf("no line starts with %q:\n%s", want, stdout)
+				}
+			}
+			if tc.code == 0 && tc.name == "no input" && strings.Contains(stdout, "PASS replay") {
+				t.Errorf("replay with nothing to replay printed PASS:\n%s", stdout)
+			}
+		})
+	}
+}

@@ -2,44 +2,69 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
 // runPlugin: factline plugin test FILE.wasm runs the conformance kit.
 func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "test" {
-		return usageErr("usage: factline plugin test [--timeout D] [--memory-mib N] FILE.wasm")
+		return usageErr(pluginTestUsage)
 	}
 	fs := flag.NewFlagSet("plugin test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 100*time.Millisecond, "deadline of one plugin call, as the gateway runs it")
 	memory := fs.Int("memory-mib", 64, "memory cap of one instance, as the gateway runs it")
 	calls := fs.Int("calls", 10000, "calls of the memory check")
+	inputs := inputFlag{}
+	fs.Var(inputs, "input", "sample input COMMAND=JSON for the determinism, replay and memory checks (repeatable)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageErr("usage: factline plugin test [--timeout D] [--memory-mib N] FILE.wasm")
+		return usageErr(pluginTestUsage)
 	}
 	module, err := os.ReadFile(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	ok := conformance.Test(ctx, stdout, module, conformance.Options{
-		Host:  wasm.Options{CallTimeout: *timeout, MemoryLimitMiB: *memory},
-		Calls: *calls,
+		Host:   conformance.HostOptions{CallTimeout: *timeout, MemoryLimitMiB: *memory},
+		Calls:  *calls,
+		Inputs: inputs,
 	})
 	if !ok {
 		return &exitError{code: 1, msg: fmt.Sprintf("%s does not conform to the plugin ABI", fs.Arg(0))}
 	}
+	return nil
+}
+
+const pluginTestUsage = "usage: factline plugin test [--timeout D] [--memory-mib N] [--input COMMAND=JSON]... FILE.wasm"
+
+// inputFlag collects --input COMMAND=JSON, repeatable: the sample inputs
+// per command the conformance kit calls the plugin with.
+type inputFlag map[string][]string
+
+func (f inputFlag) String() string { return "" }
+
+func (f inputFlag) Set(v string) error {
+	cmd, input, ok := strings.Cut(v, "=")
+	switch {
+	case !ok || cmd == "":
+		return errors.New("want COMMAND=JSON, for example earn='{\"points\":5}'")
+	case !json.Valid([]byte(input)):
+		return fmt.Errorf("input of %s is not valid JSON: %s", cmd, input)
+	}
+	f[cmd] = append(f[cmd], input)
 	return nil
 }
 

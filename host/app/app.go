@@ -235,6 +235,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Projections: a.Projections,
 		Routes:      gw,
 		Checks:      []gateway.HealthCheck{limiterParts.check, pluginCheck},
+		// The domain model is loaded before the server exists; the
+		// plugins load in the background.
+		Ready: func() error {
+			if !a.Plugins.Loaded() {
+				return fmt.Errorf("loading plugins: %s", strings.Join(a.Plugins.PendingNames(), ", "))
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return nil, err

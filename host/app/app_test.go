@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,33 @@ func TestRedisUp(t *testing.T) {
 	rl, _ := checks["ratelimit"].(map[string]any)
 	if code != 200 || rl["status"] != "ok" {
 		t.Fatalf("health %d %v", code, body)
+	}
+}
+
+// TestReadyFollowsPluginLoading: while the start-up plugin load is under
+// way /ready is a 503 naming what is loading and /health a 200; once it
+// has finished /ready is a 200.
+func TestReadyFollowsPluginLoading(t *testing.T) {
+	t.Parallel()
+	a, _ := newApp(t, app.Config{})
+	if !a.Plugins.Loaded() {
+		code, body := get(t, a, "/ready", "")
+		// Loading may finish between the two reads; only a 503 must say why.
+		if code == 503 && !strings.HasPrefix(fmt.Sprint(body["detail"]), "Not ready: loading plugins") {
+			t.Errorf("/ready while loading: %d %v", code, body)
+		} else if code != 503 && code != 200 {
+			t.Errorf("/ready while loading: %d %v", code, body)
+		}
+		if code, body := get(t, a, "/health", ""); code != 200 {
+			t.Errorf("/health while loading: %d %v", code, body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := a.Plugins.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, a, "/ready", ""); code != 200 {
+		t.Fatalf("/ready after loading: %d %v", code, body)
 	}
 }

@@ -34,8 +34,23 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	}
 	entityID := c.Params("id")
 	path := "/" + strings.Trim(c.Params("*"), "/")
-	e, err := s.platform.LoadEntity(ctx(c), tenant(c), entityID)
+	// The type comes from the stored entity; ?entity_type= names it up
+	// front, as on GET /v1/entities/:id, so an unknown type is the
+	// contract's 400 whether or not the entity exists.
+	hint := c.Query("entity_type")
+	var e *store.Entity
+	var err error
+	if hint != "" {
+		e, err = s.platform.GetEntity(ctx(c), tenant(c), entityID, hint)
+	} else {
+		e, err = s.platform.LoadEntity(ctx(c), tenant(c), entityID)
+	}
 	if err != nil {
+		return err
+	}
+	// A stored entity whose type the domain no longer declares (the
+	// manifest was reloaded without it) has no ledger to run commands.
+	if err := s.platform.CheckEntityType(e.Type); err != nil {
 		return err
 	}
 	cmd, ok := s.platform.FindCommand(e.Type, c.Method(), path)
@@ -53,7 +68,9 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodDelete || len(c.Body()) == 0 && cmd.ReadOnly {
 		q := map[string]string{}
 		for k, v := range c.Queries() {
-			q[k] = v
+			if k != "entity_type" || hint == "" {
+				q[k] = v
+			}
 		}
 		if len(q) > CommandInputKeys {
 			return problem.Newf(problem.BadRequest, "Command input has more than %d keys", CommandInputKeys)

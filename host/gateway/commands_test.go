@@ -74,3 +74,45 @@ func TestOversizedCommandInputIsRefusedBeforeThePlugin(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownEntityTypeOnCommandRouteIsA400: a command route learns the
+// entity type from the stored entity or from ?entity_type=; a type the
+// domain does not declare is the contract's 400 "Unknown entity type",
+// whether or not the entity exists, and the ledger is never called.
+func TestUnknownEntityTypeOnCommandRouteIsA400(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			l := &countingLedger{}
+			h := setupLedgers(t, backend, ledger.Static{"account": l})
+			ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+			for _, tc := range []struct {
+				name, method, path string
+				status             int
+				slug, title        string
+				detail             string
+			}{
+				{"missing entity, unknown type", "POST", "/v1/entities/m1/earn?entity_type=member", 400, "bad-request", "Bad Request", "Unknown entity type: member"},
+				{"missing entity, unknown type, read", "GET", "/v1/entities/m1/points?entity_type=member", 400, "bad-request", "Bad Request", "Unknown entity type: member"},
+				{"existing entity, unknown type", "POST", "/v1/entities/" + ent + "/deposit?entity_type=member", 400, "bad-request", "Bad Request", "Unknown entity type: member"},
+				{"missing entity, known type", "POST", "/v1/entities/m1/deposit?entity_type=account", 404, "not-found", "Not Found", "Entity m1 not found"},
+				{"missing entity, no type", "POST", "/v1/entities/m1/earn", 404, "not-found", "Not Found", "Entity m1 not found"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					var body any
+					if tc.method == "POST" {
+						body = `{"points":5}`
+					}
+					h.req(tc.method, tc.path, h.keyA, body).wantProblem(t, tc.status, tc.slug, tc.title, tc.detail)
+				})
+			}
+			// The hint is not part of the command's input, and a matching
+			// one runs the command.
+			h.req("POST", "/v1/entities/"+ent+"/deposit?entity_type=account", h.keyA, `{"amount":1}`).wantStatus(t, 201)
+			if n := l.decides.Load(); n != 1 {
+				t.Fatalf("ledger decided %d times, want only the accepted command", n)
+			}
+		})
+	}
+}

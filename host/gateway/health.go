@@ -76,3 +76,17 @@ func (s *Server) health(c *fiber.Ctx) error {
 		"dependencies":   deps,
 	})
 }
+
+// readiness answers /ready: 200 once the plugins and the domain model are
+// loaded, a 503 problem saying what is still loading before (with
+// Retry-After), so a load balancer sends no traffic to a process whose
+// ledgers would answer 503. /health stays the liveness check: it does not
+// wait for plugins.
+func (s *Server) readiness(c *fiber.Ctx) error {
+	if s.ready != nil {
+		if err := s.ready(); err != nil {
+			return problem.New(problem.Unavailable, "Not ready: "+err.Error())
+		}
+	}
+	return respond(c, fiber.StatusOK, fiber.Map{"status": "ready"})
+}

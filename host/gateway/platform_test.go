@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/factline/factline/host/gateway"
 )
 
 func TestUnauthorized(t *testing.T) {
@@ -465,4 +468,37 @@ func TestErrorPages(t *testing.T) {
 		}
 	}
 	h.req("GET", "/errors/no-such-slug", "", nil).wantStatus(t, 404)
+}
+
+// TestReadyAnswers503UntilLoaded: /ready is a 503 problem saying what is
+// still loading until Deps.Ready reports the plugins and domain loaded,
+// then 200; /health answers 200 throughout.
+func TestReadyAnswers503UntilLoaded(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	loaded := make(chan struct{})
+	deps := h.deps
+	deps.Ready = func() error {
+		select {
+		case <-loaded:
+			return nil
+		default:
+			return errors.New("loading plugins: points")
+		}
+	}
+	srv, err := gateway.New(gateway.Config{DocsURL: docsURL}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	r := h.req("GET", "/ready", "", nil)
+	r.wantProblem(t, 503, "unavailable", "Service Unavailable", "Not ready: loading plugins: points")
+	if got := r.header.Get("Retry-After"); got == "" {
+		t.Error("503 from /ready without Retry-After")
+	}
+	h.req("GET", "/health", "", nil).wantStatus(t, 200)
+	close(loaded)
+	if got := h.req("GET", "/ready", "", nil).wantStatus(t, 200).data()["status"]; got != "ready" {
+		t.Fatalf("status %v, want ready", got)
+	}
 }

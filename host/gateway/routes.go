@@ -19,6 +19,7 @@ import (
 func (s *Server) routes() {
 	s.app.Use(refuseBadText)
 	s.app.Get("/health", s.health)
+	s.app.Get("/ready", s.readiness)
 	s.app.Get("/errors/:slug", s.errorPage)
 	s.app.Get("/openapi.json", s.openAPI)
 	s.app.Get("/docs", s.apiReference)

@@ -45,6 +45,11 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// Checks are reported by /health in addition to the store.
 	Checks []HealthCheck
+	// Ready reports whether the process can serve its domain: nil once
+	// the plugins and the domain model are loaded, an error saying what
+	// is still loading before. /ready answers 503 until then; nil Ready
+	// means ready from the start.
+	Ready func() error
 	// Limiter enforces manifest routes' rate limits; nil disables them.
 	Limiter RateLimiter
 	// Projections answers the query action; nil: every projection is
@@ -77,6 +82,7 @@ type Server struct {
 	registry *prometheus.Registry
 	metrics  *httpMetrics
 	checks   []HealthCheck
+	ready    func() error
 	started  time.Time
 
 	limiter     RateLimiter
@@ -121,6 +127,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:      deps.Logger,
 		registry: deps.Registry,
 		checks:   deps.Checks,
+		ready:    deps.Ready,
 		started:  time.Now(),
 
 		silentGrace: silentConnGrace,

@@ -18,6 +18,13 @@ type CommandOutcome struct {
 	Result json.RawMessage
 }
 
+// CheckEntityType returns the contract's bad request (Unknown entity
+// type: <type>) when the domain does not declare the type.
+func (s *Service) CheckEntityType(name string) error {
+	_, err := s.entityType(name)
+	return err
+}
+
 // Commands lists the commands the ledger of an entity type serves beyond
 // the raw append (nil when it serves none).
 func (s *Service) Commands(entityType string) []ledger.CommandSpec {

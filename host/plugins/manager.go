@@ -172,6 +172,19 @@ func (m *Manager) PendingNames() []string {
 	return out
 }
 
+// Loaded reports whether the start-up loading has finished.
+func (m *Manager) Loaded() bool {
+	if m.loaded == nil {
+		return false
+	}
+	select {
+	case <-m.loaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // WaitLoaded waits until the start-up loading has finished.
 func (m *Manager) WaitLoaded(ctx context.Context) error {
 	if m.loaded == nil {

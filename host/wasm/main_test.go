@@ -101,32 +101,6 @@ func decideInput(command, input string) abi.DecideInput {
 	}
 }
 
-// pluginVersion is result.plugin_version of a test ledger's deposit.
-func pluginVersion(t *testing.T, res abi.DecideResult) string {
-	t.Helper()
-	var r struct {
-		PluginVersion string `json:"plugin_version"`
-	}
-	if err := json.Unmarshal(res.Result, &r); err != nil {
-		t.Fatalf("result %s: %v", res.Result, err)
-	}
-	return r.PluginVersion
-}
-
-// peek returns the instance at the head of a one-instance pool, leaving it
-// there.
-func peek(t *testing.T, p *Plugin) *instance {
-	t.Helper()
-	select {
-	case in := <-p.pool:
-		p.pool <- in
-		return in
-	case <-time.After(10 * time.Second):
-		t.Fatal("no instance came back to the pool")
-		return nil
-	}
-}
-
 // handleInput is a handle call of the test subscription.
 func handleInput() abi.HandleInput {
 	return abi.HandleInput{Handler: "followup", Fact: abi.Fact{ID: "fct_1", Type: "outcome", Timestamp: 1}}

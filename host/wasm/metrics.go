@@ -3,9 +3,15 @@ package wasm
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factline/factline/internal/pluginrt"
 )
+
+// numCalls is the number of call kinds (decide, evolve, handle).
+const numCalls = pluginrt.NumCalls
 
 // metrics are the per-plugin Prometheus series of one Host, labelled
 // plugin, version and call. Series are reference-counted per (plugin,
@@ -84,11 +90,42 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, err
 }
 
+var _ pluginrt.Observer = (*metrics)(nil)
+
+// Loaded is the runtime's hook for a loaded version: it acquires the
+// version's series.
+func (m *metrics) Loaded(plugin, version string) pluginrt.Recorder {
+	return &versionMetrics{m: m, plugin: plugin, version: version, series: m.acquire(plugin, version)}
+}
+
+// versionMetrics records the calls of one loaded version.
+type versionMetrics struct {
+	m               *metrics
+	plugin, version string
+	series          *[numCalls]callMetrics
+	once            sync.Once
+}
+
+func (v *versionMetrics) Record(c pluginrt.Call, o pluginrt.Outcome, d time.Duration) {
+	m := &v.series[c]
+	m.calls.Inc()
+	switch o {
+	case pluginrt.OutcomeError:
+		m.errors.Inc()
+	case pluginrt.OutcomeTrap:
+		m.traps.Inc()
+	case pluginrt.OutcomeTimeout:
+		m.timeouts.Inc()
+	case pluginrt.OutcomeCanceled:
+		m.canceled.Inc()
+	}
+	m.latency.Observe(d.Seconds())
+}
+
+func (v *versionMetrics) Closed() { v.once.Do(func() { v.m.release(v.plugin, v.version) }) }
+
 // acquire returns the series of a plugin version, one per call kind.
 func (m *metrics) acquire(plugin, version string) *[numCalls]callMetrics {
-	if m == nil {
-		return nil
-	}
 	m.mu.Lock()
 	m.refs[[2]string{plugin, version}]++
 	m.mu.Unlock()
@@ -110,9 +147,6 @@ func (m *metrics) acquire(plugin, version string) *[numCalls]callMetrics {
 // release drops a reference taken by acquire and deletes the series with
 // the last one.
 func (m *metrics) release(plugin, version string) {
-	if m == nil {
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := [2]string{plugin, version}

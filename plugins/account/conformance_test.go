@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -29,6 +28,6 @@ func TestConformance(t *testing.T) {
 		},
 		// A second rather than the host's 100ms: a busy test machine must not
 		// fail a sound call; a runaway one is stopped all the same.
-		Host: wasm.Options{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
+		Host: conformance.HostOptions{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -24,6 +23,6 @@ func TestConformance(t *testing.T) {
 			"record_outcome":    {`{"subtype":"no_answer","data":{"contact_id":"c1"}}`, `{"subtype":"deal_won"}`, `{}`},
 			"append":            {`{"type":"outcome","subtype":"answered"}`, `{"type":"invocation"}`, `{"type":"note"}`},
 		},
-		Host: wasm.Options{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
+		Host: conformance.HostOptions{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/abi"
 	"github.com/factline/factline/sdk/conformance"
 )
@@ -28,6 +27,6 @@ func TestConformance(t *testing.T) {
 		Facts: map[string][]abi.Fact{"no_answer_followup": {
 			fact("no_answer", `{"contact_id":"c-9"}`), fact("no_answer", `{}`), fact("deal_won", `{}`),
 		}},
-		Host: wasm.Options{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
+		Host: conformance.HostOptions{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -25,6 +24,6 @@ func TestConformance(t *testing.T) {
 	}
 	conformance.Run(t, module, conformance.Options{
 		Inputs: map[string][]string{"append": appends},
-		Host:   wasm.Options{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
+		Host:   conformance.HostOptions{CacheDir: filepath.Join(os.TempDir(), "factline-wazero-cache"), CallTimeout: time.Second},
 	})
 }

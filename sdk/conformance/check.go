@@ -15,7 +15,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/factline/factline/host/wasm"
+	"github.com/factline/factline/internal/pluginrt"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -36,8 +36,8 @@ type kit struct {
 	cache   wazero.CompilationCache
 	tmpDir  string
 	probe   *probe
-	host    *wasm.Host
-	plugin  *wasm.Plugin
+	host    *pluginrt.Host
+	plugin  *pluginrt.Plugin
 	desc    abi.Description
 	results []Result
 
@@ -64,7 +64,7 @@ func (k *kit) add(check string, o Outcome, format string, args ...any) {
 
 func (k *kit) failed(checks ...string) bool {
 	for _, r := range k.results {
-		if r.Outcome != Pass && slices.Contains(checks, r.Check) {
+		if (r.Outcome == Fail || r.Outcome == Skip) && slices.Contains(checks, r.Check) {
 			return true
 		}
 	}
@@ -254,7 +254,13 @@ func (k *kit) describe(ctx context.Context) {
 }
 
 func (k *kit) load(ctx context.Context) bool {
-	h, err := wasm.NewHost(k.opts.Host)
+	h, err := pluginrt.NewHost(pluginrt.Options{
+		CacheDir:       k.opts.Host.CacheDir,
+		MemoryLimitMiB: k.opts.Host.MemoryLimitMiB,
+		CallTimeout:    k.opts.Host.CallTimeout,
+		PoolSize:       k.opts.Host.PoolSize,
+		Logger:         k.opts.Host.Logger,
+	})
 	if err != nil {
 		k.add(CheckLoad, Fail, "host options: %v", err)
 		return false
@@ -263,7 +269,7 @@ func (k *kit) load(ctx context.Context) bool {
 	start := time.Now()
 	p, err := h.Load(ctx, k.module)
 	if err != nil {
-		var le *wasm.LoadError
+		var le *pluginrt.LoadError
 		if errors.As(err, &le) {
 			k.add(CheckLoad, Fail, "the host refused the module: %s", strings.Join(le.Reasons, "; "))
 		} else {
@@ -288,7 +294,7 @@ func (k *kit) observe(what string, d time.Duration, err error) {
 }
 
 func isTimeout(err error) bool {
-	var te *wasm.TrapError
+	var te *pluginrt.TrapError
 	var ce *callError
 	return errors.As(err, &te) && te.Timeout || errors.As(err, &ce) && ce.timeout
 }
@@ -336,7 +342,7 @@ func (k *kit) callFailure(check string, err error) {
 // trace on the following lines), with the first line of what the guest
 // printed.
 func trapText(err error) string {
-	var te *wasm.TrapError
+	var te *pluginrt.TrapError
 	if errors.As(err, &te) && te.Output != "" {
 		return fmt.Sprintf("%s (guest output: %q)", firstLine(err.Error()), firstLine(te.Output))
 	}
@@ -366,7 +372,7 @@ func (k *kit) unknownCommand(ctx context.Context) {
 		what = `handle by handler "conformance_unknown"`
 		_, err = k.handle(ctx, abi.HandleInput{Handler: "conformance_unknown", Fact: k.sampleFact("conformance", "check")})
 	}
-	var ce *wasm.CallError
+	var ce *pluginrt.CallError
 	switch {
 	case err == nil:
 		k.add(CheckUnknownCommand, Fail, "%s succeeded; want an error reply with status %d (unknown_command)", what, abi.StatusUnknownCommand)
@@ -490,8 +496,8 @@ func same(a, b any) (bool, string, string) {
 
 // reply is a call's outcome in a comparable form.
 type reply struct {
-	Result any             `json:"result,omitempty"`
-	Error  *wasm.CallError `json:"error,omitempty"`
+	Result any                 `json:"result,omitempty"`
+	Error  *pluginrt.CallError `json:"error,omitempty"`
 }
 
 func (k *kit) determinism(ctx context.Context) {
@@ -503,7 +509,7 @@ func (k *kit) determinism(ctx context.Context) {
 		var rs [2]reply
 		for i := range rs {
 			res, err := call()
-			var ce *wasm.CallError
+			var ce *pluginrt.CallError
 			switch {
 			case err == nil:
 				rs[i].Result = res
@@ -579,7 +585,7 @@ func (k *kit) replay(ctx context.Context) {
 			for _, s := range k.samples() {
 				in := abi.DecideInput{Command: s.command, Entity: ent, State: state, Input: s.input, Now: k.opts.Now + int64(round)}
 				res, err := k.decide(ctx, in)
-				var ce *wasm.CallError
+				var ce *pluginrt.CallError
 				switch {
 				case errors.As(err, &ce):
 					continue // a refusal is a fine answer
@@ -634,7 +640,7 @@ func (k *kit) replay(ctx context.Context) {
 		k.facts = append(k.facts, facts...)
 	}
 	if recorded == 0 {
-		k.add(CheckReplay, Pass, "no sample command recorded a fact (give Options.Inputs that the commands accept to check replay)")
+		k.add(CheckReplay, Warn, "nothing to replay: no sample command recorded a fact (give inputs the commands accept: Options.Inputs, or --input COMMAND=JSON)")
 		return
 	}
 	k.add(CheckReplay, Pass, "%d facts recorded over %d entity types; replaying them from null rebuilds the same state", recorded, len(k.desc.EntityTypes))
@@ -647,7 +653,7 @@ func (k *kit) actions(ctx context.Context) {
 	for _, h := range k.desc.Handlers {
 		for _, f := range k.handlerFacts(h) {
 			res, err := k.handle(ctx, abi.HandleInput{Handler: h, Fact: f})
-			var ce *wasm.CallError
+			var ce *pluginrt.CallError
 			switch {
 			case errors.As(err, &ce):
 				continue

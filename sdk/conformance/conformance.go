@@ -9,7 +9,8 @@
 //		})
 //	}
 //
-// The module is loaded with the real host runtime (host/wasm), so a module
+// The module is loaded with the gateway's own plugin runtime (the module
+// runner host/wasm builds on, which imports no gateway code), so a module
 // that passes is one the gateway accepts; the checks that need raw bytes
 // or an instance's memory size (malformed input, memory) run on one more
 // instance, configured as the host configures its own.
@@ -19,11 +20,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 	// Host configures the host runtime the module is loaded in (call
 	// deadline, memory cap, compilation cache directory, ...). A zero
 	// PoolSize means 2.
-	Host wasm.Options
+	Host HostOptions
 	// Calls is the number of calls of the memory check (default 10,000;
 	// 1,000 in a binary built with the race detector, which makes every
 	// guest loop iteration a slow trip into instrumented Go code).
@@ -55,6 +56,27 @@ type Options struct {
 	// Now is the decision time passed in every call (default
 	// 1764000000000).
 	Now int64
+}
+
+// HostOptions are the limits the module runs under, with the meaning and
+// defaults of the gateway's plugin options of the same names (factline
+// serve).
+type HostOptions struct {
+	// CacheDir is the directory of wazero's compilation cache on disk
+	// (empty: a temporary one per Check).
+	CacheDir string
+	// MemoryLimitMiB caps the linear memory of each instance (default 64,
+	// at least 8, at most 4096). A guest growing past it traps.
+	MemoryLimitMiB int
+	// CallTimeout is the budget of one call (default 100ms): CPU time of
+	// the thread running it (Linux; wall time elsewhere), with a wall-clock
+	// cap of 10 budgets.
+	CallTimeout time.Duration
+	// PoolSize is the number of instances the module is loaded with.
+	PoolSize int
+	// Logger receives the runtime's messages and the guest's log lines
+	// (default: discard).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -90,6 +112,10 @@ const (
 	Pass Outcome = "PASS"
 	Fail Outcome = "FAIL"
 	Skip Outcome = "SKIP" // could not run: an earlier failure explains why
+	// Warn: nothing failed, but the check had nothing to check (a ledger
+	// whose sample commands recorded no fact has nothing to replay). It
+	// does not fail the report.
+	Warn Outcome = "WARN"
 )
 
 // Result is one check's outcome.
@@ -145,6 +171,17 @@ func (r Report) Result(check string) (Result, bool) {
 	return Result{}, false
 }
 
+// Warnings returns the checks that passed with a warning.
+func (r Report) Warnings() []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if res.Outcome == Warn {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
 // Failed returns the failed checks.
 func (r Report) Failed() []Result {
 	var out []Result
@@ -161,16 +198,21 @@ func (r Report) Failed() []Result {
 //	PASS exports          all 8 exports present with their signatures
 //	FAIL determinism      decide "deposit" answered differently to the same input: ...
 //	FAIL: 1 of 10 checks failed (account@1.0.0)
+//
+// A report with no failure but warnings ends "PASS: account@1.0.0 passes
+// 10 checks, 1 with a warning".
 func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
 	for _, res := range r.Results {
 		fmt.Fprintf(&b, "%s %-16s %s\n", res.Outcome, res.Check, res.Message)
 	}
-	failed, name := len(r.Failed()), r.Plugin
+	failed, warned, name := len(r.Failed()), len(r.Warnings()), r.Plugin
 	if name == "" {
 		name = "the module"
 	}
-	if failed == 0 {
+	if failed == 0 && warned > 0 {
+		fmt.Fprintf(&b, "PASS: %s passes %d checks, %d with a warning\n", name, len(r.Results), warned)
+	} else if failed == 0 {
 		fmt.Fprintf(&b, "PASS: %s passes %d checks\n", name, len(r.Results))
 	} else {
 		fmt.Fprintf(&b, "FAIL: %d of %d checks failed (%s)\n", failed, len(r.Results), name)
@@ -180,7 +222,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Test checks a module and writes the report to w; it returns whether
-// every check passed. It is what `factline plugin test` runs.
+// no check failed (a warning does not fail). It is what `factline plugin test` runs.
 func Test(ctx context.Context, w io.Writer, module []byte, opts Options) bool {
 	r := Check(ctx, module, opts)
 	_, _ = r.WriteTo(w)
@@ -188,7 +230,7 @@ func Test(ctx context.Context, w io.Writer, module []byte, opts Options) bool {
 }
 
 // Run checks a module in a test: every result is logged and every failed
-// check is a test error.
+// check is a test error (a warning is logged, not an error).
 func Run(t testing.TB, module []byte, opts Options) Report {
 	t.Helper()
 	ctx := context.Background()

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -21,7 +20,7 @@ var (
 	fixtureErr error
 )
 
-var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "hog", "nondeterministic", "panics"}
+var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "hog", "nondeterministic", "panics", "points"}
 
 func TestMain(m *testing.M) {
 	var mu sync.Mutex
@@ -47,7 +46,7 @@ func TestMain(m *testing.M) {
 // guest's collector can pause a call for tens of milliseconds); a loop is
 // stopped all the same.
 func options() conformance.Options {
-	return conformance.Options{Host: wasm.Options{
+	return conformance.Options{Host: conformance.HostOptions{
 		CacheDir:    filepath.Join(os.TempDir(), "factline-wazero-cache"),
 		CallTimeout: time.Second,
 	}}
@@ -99,14 +98,55 @@ func TestBrokenFixtures(t *testing.T) {
 }
 
 // TestRecoveredPanicPasses: a panic the SDK recovers is an error reply
-// (status 5), not a trap.
+// (status 5), not a trap. Its only command never records a fact, so
+// replay warns that it had nothing to replay.
 func TestRecoveredPanicPasses(t *testing.T) {
 	t.Parallel()
 	r := conformance.Run(t, fixture(t, "panics"), options())
 	for _, res := range r.Results {
-		if res.Outcome != conformance.Pass {
+		want := conformance.Pass
+		if res.Check == conformance.CheckReplay {
+			want = conformance.Warn
+		}
+		if res.Outcome != want {
 			t.Errorf("%s %s: %s", res.Outcome, res.Check, res.Message)
 		}
+	}
+}
+
+// TestReplayWithNothingToReplayWarns: a ledger whose sample commands
+// record no fact gets a WARN replay line, not a PASS, and the report still
+// passes; the inputs given for a command feed the replay check.
+func TestReplayWithNothingToReplayWarns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		inputs  map[string][]string
+		outcome conformance.Outcome
+		message string
+		summary string
+	}{
+		{"no inputs", nil, conformance.Warn, "nothing to replay", "PASS: points@1.0.0 passes 10 checks, 1 with a warning"},
+		{"refused inputs", map[string][]string{"earn": {`{"points":0}`}}, conformance.Warn, "nothing to replay", "1 with a warning"},
+		{"accepted inputs", map[string][]string{"earn": {`{"points":5}`, `{"points":0}`}}, conformance.Pass,
+			"2 facts recorded over 1 entity types", "PASS: points@1.0.0 passes 10 checks\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := options()
+			opts.Inputs = tc.inputs
+			opts.Calls = 200
+			r := conformance.Check(t.Context(), fixture(t, "points"), opts)
+			var out strings.Builder
+			r.WriteTo(&out)
+			res, _ := r.Result(conformance.CheckReplay)
+			if res.Outcome != tc.outcome || !strings.Contains(res.Message, tc.message) {
+				t.Fatalf("replay: %s %q, want %s %q\n%s", res.Outcome, res.Message, tc.outcome, tc.message, out.String())
+			}
+			if !r.Passed() || !strings.Contains(out.String(), tc.summary) {
+				t.Fatalf("report (passed %v), want %q:\n%s", r.Passed(), tc.summary, out.String())
+			}
+		})
 	}
 }
 

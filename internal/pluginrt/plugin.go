@@ -1,4 +1,4 @@
-package wasm
+package pluginrt
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ type Plugin struct {
 
 	pool    chan *instance
 	stats   stats
-	metrics *[numCalls]callMetrics
+	rec     Recorder // nil: no Observer
 	logger  atomic.Pointer[slog.Logger]
 	limiter *logLimiter
 
@@ -276,22 +276,16 @@ func (p *Plugin) ready(ctx context.Context, in *instance) (*instance, error) {
 func (p *Plugin) record(c call, o outcome, start time.Time) {
 	d := time.Since(start)
 	p.stats.record(o, d)
-	if p.metrics == nil {
-		return
+	if p.rec != nil {
+		p.rec.Record(c, o, d)
 	}
-	m := &p.metrics[c]
-	m.calls.Inc()
-	switch o {
-	case outcomeError:
-		m.errors.Inc()
-	case outcomeTrap:
-		m.traps.Inc()
-	case outcomeTimeout:
-		m.timeouts.Inc()
-	case outcomeCanceled:
-		m.canceled.Inc()
+}
+
+// recClosed tells the Recorder, if any, that the version has closed.
+func (p *Plugin) recClosed() {
+	if p.rec != nil {
+		p.rec.Closed()
 	}
-	m.latency.Observe(d.Seconds())
 }
 
 // replace closes a failed instance and makes a fresh one for the pool, in
@@ -378,7 +372,7 @@ func (p *Plugin) shutdown() {
 	p.bg.Wait()
 	p.closeErr = p.rt.Close(context.Background())
 	p.host.forget(p)
-	p.host.metrics.release(p.desc.Name, p.desc.Version)
+	p.recClosed()
 	p.log().Info("plugin closed", "drain_ms", millis(time.Since(start)))
 	close(p.closedCh)
 }

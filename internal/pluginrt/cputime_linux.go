@@ -1,6 +1,6 @@
 //go:build linux
 
-package wasm
+package pluginrt
 
 import (
 	"time"

@@ -1,4 +1,4 @@
-package wasm
+package pluginrt
 
 import (
 	"math/bits"
@@ -26,15 +26,27 @@ type Stats struct {
 	Replacements uint64 `json:"replacements"`
 }
 
-// outcome of one call.
-type outcome uint8
+// Outcome of one call.
+type Outcome uint8
+
+// The outcomes.
+const (
+	OutcomeOK       Outcome = iota
+	OutcomeError            // an error reply (statuses 1-5)
+	OutcomeTrap             // a trap or an ABI violation
+	OutcomeTimeout          // stopped at its (or its caller's) deadline
+	OutcomeCanceled         // canceled by its caller, waiting for an instance included
+)
+
+// Short names inside the package.
+type outcome = Outcome
 
 const (
-	outcomeOK outcome = iota
-	outcomeError
-	outcomeTrap
-	outcomeTimeout
-	outcomeCanceled
+	outcomeOK       = OutcomeOK
+	outcomeError    = OutcomeError
+	outcomeTrap     = OutcomeTrap
+	outcomeTimeout  = OutcomeTimeout
+	outcomeCanceled = OutcomeCanceled
 )
 
 // numBuckets covers every uint64 nanosecond value: 8 exact buckets, then 4

@@ -1,4 +1,4 @@
-package wasm
+package pluginrt
 
 import (
 	"strings"
@@ -72,5 +72,24 @@ func TestCheckDescription(t *testing.T) {
 				t.Errorf("reasons %v lack %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestLoadRefusesForeignImports(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, Options{PoolSize: 1})
+	// (module (import "env" "foo" (func))): no memory, no exports.
+	wasm := []byte("\x00asm\x01\x00\x00\x00" +
+		"\x01\x04\x01\x60\x00\x00" + // type section: () -> ()
+		"\x02\x0b\x01\x03env\x03foo\x00\x00") // import section: env.foo, type 0
+	_, err := h.Load(t.Context(), wasm)
+	for _, want := range []string{"imports env.foo, which the host does not provide", `does not export its linear memory as "memory"`,
+		"missing export _initialize", "missing export factline_describe", "missing export factline_handle"} {
+		if !isLoadError(err, want) {
+			t.Errorf("Load = %v; want a reason %q", err, want)
+		}
+	}
+	if err != nil && strings.Count(err.Error(), "missing export") != len(requiredExports) {
+		t.Errorf("reasons: %v", err)
 	}
 }

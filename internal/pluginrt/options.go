@@ -1,4 +1,4 @@
-package wasm
+package pluginrt
 
 import (
 	"errors"
@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a Host. The zero value is usable: every field has a
@@ -37,8 +35,26 @@ type Options struct {
 	// Logger receives the host's own messages and the guests' log lines
 	// (default: discard).
 	Logger *slog.Logger
-	// Registerer receives the per-plugin metrics (nil: none).
-	Registerer prometheus.Registerer
+	// Observer hears of every call of every plugin version the host
+	// loads (nil: none). The gateway's Prometheus metrics are one
+	// (host/wasm); this package imports no metrics library.
+	Observer Observer
+}
+
+// Observer hears of the calls of the plugin versions a Host loads.
+type Observer interface {
+	// Loaded is called once a version has loaded; the Recorder it returns
+	// (nil: none) gets every call of that version.
+	Loaded(plugin, version string) Recorder
+}
+
+// Recorder records the calls of one loaded plugin version.
+type Recorder interface {
+	// Record is called after each call, on the caller's goroutine, with
+	// how long the call took, waiting for an instance included.
+	Record(c Call, o Outcome, d time.Duration)
+	// Closed is called once, when the version has closed.
+	Closed()
 }
 
 // Limits the ABI sets.

@@ -1,4 +1,4 @@
-package wasm
+package pluginrt
 
 import (
 	"context"
@@ -23,9 +23,8 @@ import (
 
 // Host compiles and runs plugins. It is safe for concurrent use.
 type Host struct {
-	opts    Options
-	cache   wazero.CompilationCache
-	metrics *metrics
+	opts  Options
+	cache wazero.CompilationCache
 
 	mu      sync.Mutex
 	plugins map[*Plugin]struct{}
@@ -36,17 +35,13 @@ type Host struct {
 }
 
 // NewHost checks opts, applies the defaults and opens the compilation
-// cache. Metrics are registered once here.
+// cache.
 func NewHost(opts Options) (*Host, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(opts.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("wasm: register metrics: %w", err)
-	}
-	h := &Host{opts: opts, metrics: m, plugins: map[*Plugin]struct{}{}}
+	h := &Host{opts: opts, plugins: map[*Plugin]struct{}{}}
 	if opts.CacheDir != "" {
 		if h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir); err != nil {
 			return nil, fmt.Errorf("wasm: compilation cache: %w", err)
@@ -188,12 +183,14 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 		p.pool <- in
 	}
 	p.loadedAt = time.Now()
-	p.metrics = h.metrics.acquire(desc.Name, desc.Version)
+	if h.opts.Observer != nil {
+		p.rec = h.opts.Observer.Loaded(desc.Name, desc.Version)
+	}
 
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		h.metrics.release(desc.Name, desc.Version)
+		p.recClosed()
 		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, ErrClosed
 	}

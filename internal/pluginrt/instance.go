@@ -1,4 +1,4 @@
-package wasm
+package pluginrt
 
 import (
 	"context"
@@ -10,14 +10,25 @@ import (
 	"github.com/factline/factline/sdk/abi"
 )
 
-// call is a guest export the host calls with an input.
-type call uint8
+// Call is a guest export the host calls with an input.
+type Call uint8
+
+// The calls.
+const (
+	CallDecide Call = iota
+	CallEvolve
+	CallHandle
+	NumCalls
+)
+
+// Short names inside the package.
+type call = Call
 
 const (
-	callDecide call = iota
-	callEvolve
-	callHandle
-	numCalls
+	callDecide = CallDecide
+	callEvolve = CallEvolve
+	callHandle = CallHandle
+	numCalls   = NumCalls
 )
 
 var (
@@ -25,7 +36,8 @@ var (
 	callExports = [numCalls]string{abi.ExportDecide, abi.ExportEvolve, abi.ExportHandle}
 )
 
-func (c call) String() string { return callNames[c] }
+// String is decide, evolve or handle.
+func (c Call) String() string { return callNames[c] }
 
 // instance is one instantiated guest. It is not safe for concurrent use:
 // the pool hands it to one call at a time. Export handles are looked up
