@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/manifests"
 )
@@ -17,7 +19,8 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	format := fs.String("format", "text", "output format: text or json")
-	domainPath := fs.String("domain", "", "domain manifest gateway manifests are checked against (default: a domain manifest among FILEs, else the built-in one)")
+	var domains listFlag
+	fs.Var(&domains, "domain", "domain manifest file or directory gateway manifests are checked against, layered over the built-in one like serve does (repeatable; domain manifests among FILEs are layered too)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -32,8 +35,32 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	// gateways remembers which files are gateway manifests: telling them
 	// apart parses the file, which is worth doing once for a large one.
 	gateways := map[string]bool{}
-	var domain *manifest.Domain
-	// Domain manifests first: gateway manifests are checked against them.
+	// Domain manifests are layered over the built-in one exactly as serve
+	// does; gateway manifests are checked against the result.
+	files, err := manifest.DomainFiles(domains)
+	if err != nil {
+		return &exitError{code: 1, msg: fmt.Sprintf("--domain: %v", err)}
+	}
+	var layers []*manifest.Domain
+	layer := func(file string, src []byte) {
+		// A copy of the built-in manifest is the base itself.
+		if bytes.Equal(src, manifests.Domain) {
+			return
+		}
+		d, err := manifest.ParseDomain(file, src)
+		if err != nil {
+			all = append(all, manifest.Diagnostics(file, err)...)
+			return
+		}
+		layers = append(layers, d)
+	}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("--domain: %v", err)}
+		}
+		layer(file, src)
+	}
 	for _, file := range fs.Args() {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -45,26 +72,16 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			gateways[file] = true
 			continue
 		}
-		d, err := manifest.ParseDomain(file, src)
-		if err != nil {
-			all = append(all, manifest.Diagnostics(file, err)...)
-		} else if domain == nil {
-			domain = d
-		}
+		layer(file, src)
 	}
-	if *domainPath != "" {
-		d, err := manifest.LoadDomainFile(*domainPath)
-		if err != nil {
-			return &exitError{code: 1, msg: fmt.Sprintf("--domain: %v", err)}
-		}
-		domain = d
+	domain, err := manifest.ParseDomain(app.BuiltinDomainFile, manifests.Domain)
+	if err != nil {
+		return err
 	}
-	if domain == nil {
-		d, err := manifest.ParseDomain("built-in domain.yaml", manifests.Domain)
-		if err != nil {
-			return err
-		}
-		domain = d
+	if merged, err := manifest.Layer(domain, layers...); err != nil {
+		all = append(all, manifest.Diagnostics("", err)...)
+	} else {
+		domain = merged
 	}
 	for _, file := range fs.Args() {
 		if !gateways[file] {

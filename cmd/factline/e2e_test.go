@@ -574,3 +574,29 @@ func TestPluginTestInputFeedsReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckLayersDomainManifests: several domain manifests are layered
+// over the built-in one as serve does; a conflict is a problem at the
+// layer's file:line:col, and a gateway manifest may use the added types.
+func TestCheckLayersDomainManifests(t *testing.T) {
+	dir := t.TempDir()
+	claims := filepath.Join(dir, "claims.yaml")
+	os.WriteFile(claims, []byte("name: claims\nversion: \"1\"\nentities:\n  claim:\n    ledger: generic\n    fields:\n      status: {type: string, required: true, storage: ix_s_1}\n    facts: [opened]\n"), 0o644)
+	retype := filepath.Join(dir, "retype.yaml")
+	os.WriteFile(retype, []byte("name: retype\nversion: \"1\"\nentities:\n  claim:\n    ledger: generic\n    fields:\n      status: {type: number, required: true, storage: ix_n_1}\n    facts: [opened]\n"), 0o644)
+	gw := filepath.Join(dir, "gateway.yaml")
+	os.WriteFile(gw, []byte("name: claims-api\nversion: \"1\"\nroutes:\n  - path: /claims\n    method: GET\n    entity: claim\n    action: list\n"), 0o644)
+	if stdout, stderr, code := cli(t, nil, "check", domainManifest(t), claims); code != 0 {
+		t.Fatalf("base and a layer: exit %d\n%s%s", code, stdout, stderr)
+	}
+	stdout, _, code := cli(t, nil, "check", claims, retype)
+	if want := retype + ":7:7: entities.claim.fields.status: retypes field from string to number (declared at " + claims + ":7:7)"; code != 1 || !strings.Contains(stdout, want) {
+		t.Fatalf("conflicting layers: exit %d\n%s\nwant %s", code, stdout, want)
+	}
+	if stdout, stderr, code := cli(t, nil, "check", "--domain", claims, gw); code != 0 {
+		t.Fatalf("gateway on a layered type: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, _, code := cli(t, nil, "check", gw); code != 1 || !strings.Contains(stdout, "claim") {
+		t.Fatalf("gateway on an undeclared type: exit %d\n%s", code, stdout)
+	}
+}

@@ -17,7 +17,8 @@ func runOpenAPI(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("openapi", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	man := fs.String("manifest", "", "gateway manifest to describe (empty: the platform API alone)")
-	domainPath := fs.String("domain", "", "domain manifest (empty: the built-in one)")
+	var domains listFlag
+	fs.Var(&domains, "domain", "domain manifest file or directory layered over the built-in one (repeatable)")
 	server := fs.String("server-url", "", "server URL to put in the document")
 	docsURL := fs.String("docs-url", openapi.DefaultDocsURL, "base URL of the problem type pages")
 	html := fs.Bool("html", false, "print the human API reference page instead of JSON")
@@ -27,7 +28,7 @@ func runOpenAPI(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageErr("factline openapi: unexpected arguments %v (use --manifest FILE)", fs.Args())
 	}
-	domain, err := app.LoadDomain(*domainPath)
+	domain, err := app.LoadDomain(domains...)
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sf.register(fs)
 	tenant := fs.String("tenant", "", "tenant whose entities to rebuild (required)")
 	typ := fs.String("entity-type", "", "entity type to rebuild (required)")
-	domain := fs.String("domain", "", "domain manifest (empty: the built-in one)")
+	var domains listFlag
+	fs.Var(&domains, "domain", "domain manifest file or directory layered over the built-in one (repeatable)")
 	pluginsDir := fs.String("plugins-dir", "", "directory of plugin modules (*.wasm)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -88,7 +89,7 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *tenant == "" || *typ == "" {
 		return usageErr("factline ledger rebuild: --tenant and --entity-type are required")
 	}
-	a, err := app.New(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Domain: *domain, PluginsDir: *pluginsDir, Logger: quietLogger(stderr)})
+	a, err := app.New(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Domains: domains, PluginsDir: *pluginsDir, Logger: quietLogger(stderr)})
 	if err != nil {
 		return err
 	}

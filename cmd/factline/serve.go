@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +35,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs)
 	addr := fs.String("addr", ":8080", "address to listen on")
 	redisURL := fs.String("redis-url", "", "Redis URL; empty uses the in-process limiter and cache")
-	domain := fs.String("domain", "", "domain manifest: entity types, fields and fact types (empty: the built-in one, manifests/domain.yaml)")
+	var domains listFlag
+	fs.Var(&domains, "domain", "domain manifest file or directory of *.yaml adding entity types and fact types to the built-in one (repeatable)")
 	gatewayManifest := fs.String("manifest", "", "gateway (route) manifest to serve; empty serves the platform API alone")
 	watch := fs.Bool("watch", false, "reload the gateway manifest when its file changes (SIGHUP always reloads)")
 	failOpen := fs.Bool("ratelimit-fail-open", true, "when Redis is unreachable, let rate-limited requests through (false: answer 503)")
@@ -65,7 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stop()
 	a, err := app.New(ctx, app.Config{
 		Addr: *addr, DatabaseURL: sf.databaseURL, RedisURL: *redisURL, DataDir: sf.dataDir,
-		Domain: *domain, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
+		Domains: domains, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
 		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
 		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
@@ -94,5 +96,15 @@ func displayAddr(a net.Addr) string {
 
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
 	fmt.Fprintln(stdout, "factline", app.Version)
+	return nil
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
 	return nil
 }

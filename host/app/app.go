@@ -45,8 +45,9 @@ type Config struct {
 	DatabaseURL string // Postgres URL; empty: embedded SQLite in DataDir
 	RedisURL    string // empty: in-process limiter and cache
 	DataDir     string // default "./data"
-	// Domain is the domain manifest path; empty uses the built-in one.
-	Domain string
+	// Domains are domain manifest files or directories (of *.yaml)
+	// layered over the built-in domain manifest, in order.
+	Domains []string
 	// Manifest is the gateway (route) manifest path; empty serves the
 	// platform API alone.
 	Manifest string
@@ -151,7 +152,7 @@ type App struct {
 // New opens the store and builds every part; it does not listen yet.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	cfg.defaults()
-	base, err := LoadDomain(cfg.Domain)
+	base, err := LoadDomain(cfg.Domains...)
 	if err != nil {
 		return nil, err
 	}

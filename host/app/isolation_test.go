@@ -24,13 +24,6 @@ const isolationDomain = `
 name: isolation
 version: "1"
 entities:
-  account:
-    ledger: account
-    fields:
-      status: {type: string, required: true, storage: ix_s_1}
-      name: {type: string, required: true, storage: ix_s_2}
-      subtype: {type: string, required: true, storage: ix_s_4}
-    facts: [deposit, charge, credit, payout, cost]
   thing: {ledger: %s, fields: {}, facts: [%s]}
 `
 
@@ -80,7 +73,7 @@ func TestMisbehavingPluginsFailOnlyTheirOwnRequests(t *testing.T) {
 			os.WriteFile(domain, []byte(fmt.Sprintf(isolationDomain, tc.fixture, tc.fact)), 0o644)
 			mods := map[string][]byte{"account": repoPlugins(t)["account"], tc.fixture: fixture(t, tc.fixture)}
 			l := startLive(t, "sqlite", dir, func(c *app.Config) {
-				c.Domain, c.BuiltinPlugins = domain, mods
+				c.Domains, c.BuiltinPlugins = []string{domain}, mods
 				c.PluginTimeout = 200 * time.Millisecond
 				c.PluginMemoryMiB = 32
 			})

@@ -14,18 +14,13 @@ import (
 	"github.com/factline/factline/manifests"
 )
 
-// LoadDomain reads the domain manifest, or the built-in one when path is
-// empty.
-func LoadDomain(path string) (*manifest.Domain, error) {
-	var (
-		d   *manifest.Domain
-		err error
-	)
-	if path == "" {
-		d, err = manifest.ParseDomain("built-in domain.yaml", manifests.Domain)
-	} else {
-		d, err = manifest.LoadDomainFile(path)
-	}
+// BuiltinDomainFile names the built-in domain manifest in problems.
+const BuiltinDomainFile = "built-in domain.yaml"
+
+// LoadDomain layers the domain manifests of sources (files, or
+// directories of *.yaml) over the built-in one (see manifest.Layer).
+func LoadDomain(sources ...string) (*manifest.Domain, error) {
+	d, err := manifest.LoadLayered(BuiltinDomainFile, manifests.Domain, sources)
 	if err != nil {
 		return nil, fmt.Errorf("domain manifest:\n%w", err)
 	}

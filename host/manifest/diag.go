@@ -71,6 +71,11 @@ func (c *checker) at(n *yaml.Node, format string, args ...any) {
 	c.diags = append(c.diags, d)
 }
 
+// pos is the position of a node in the file being checked.
+func (c *checker) pos(n *yaml.Node) Diagnostic {
+	return Diagnostic{File: c.file, Line: n.Line, Column: n.Column}
+}
+
 func (c *checker) err() error {
 	if len(c.diags) == 0 {
 		return nil

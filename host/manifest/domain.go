@@ -38,6 +38,11 @@ type EntityType struct {
 	// Fields in declaration order.
 	Fields []Field
 	Facts  []string
+
+	// pos and factPos locate the declaration and its fact types, for the
+	// problems of merging layers (see Layer).
+	pos     Diagnostic
+	factPos []Diagnostic
 }
 
 // Field is one declared entity field.
@@ -50,6 +55,8 @@ type Field struct {
 	Storage string
 	// Enum, when non-empty, lists the allowed values of a string field.
 	Enum []string
+
+	pos Diagnostic
 }
 
 // Subscription routes facts matching Patterns ("<type>.<subtype>") to a
@@ -58,6 +65,8 @@ type Subscription struct {
 	Name     string
 	Patterns []string
 	Handler  string
+
+	pos Diagnostic
 }
 
 // Field returns the named field declaration.
@@ -155,7 +164,9 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 			if !identRe.MatchString(name) {
 				c.at(ef.key, "entity type %q must be lowercase letters, digits and underscores, starting with a letter", name)
 			}
-			d.Entities[name] = c.entityType(name, ef.value)
+			t := c.entityType(name, ef.value)
+			t.pos = c.pos(ef.key)
+			d.Entities[name] = t
 		}
 		if len(ents.value.Content) == 0 && ents.value.Kind == yaml.MappingNode {
 			c.at(ents.value, "entities must declare at least one entity type")
@@ -179,6 +190,7 @@ func (c *checker) entityType(name string, n *yaml.Node) *EntityType {
 			for i := 0; i+1 < len(ff.value.Content); i += 2 {
 				k, v := ff.value.Content[i], ff.value.Content[i+1]
 				fl := c.entityField(what+".fields."+k.Value, k, v)
+				fl.pos = c.pos(k)
 				if fl.Storage != "" {
 					if other, dup := usedSlots[fl.Storage]; dup {
 						c.at(v, "%s: slot %s is already used by field %q", what+".fields."+k.Value, fl.Storage, other)
@@ -204,6 +216,7 @@ func (c *checker) entityType(name string, n *yaml.Node) *EntityType {
 				c.at(nodes[i], "%s.facts: duplicate fact type %q", what, ft)
 			}
 			seen[ft] = true
+			t.factPos = append(t.factPos, c.pos(nodes[i]))
 		}
 		t.Facts = facts
 	} else {
@@ -258,7 +271,7 @@ func (c *checker) subscriptions(n *yaml.Node) []Subscription {
 	for i, item := range n.Content {
 		what := fmt.Sprintf("subscriptions[%d]", i)
 		f := c.fields(item, what, "name", "patterns", "handler")
-		var s Subscription
+		s := Subscription{pos: c.pos(item)}
 		var nameNode *yaml.Node
 		s.Name, nameNode = c.str(f, "name", what, true, item)
 		if s.Name != "" && names[s.Name] {
