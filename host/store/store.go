@@ -276,6 +276,7 @@ type Store interface {
 	CheckpointStore
 	PluginStore
 	WebhookStore
+	DomainUsageStore
 
 	// Ping checks that the backing database answers.
 	Ping(ctx context.Context) error
@@ -445,6 +446,41 @@ type PluginStore interface {
 	ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*ActivePlugin, error)
 	// ActivePlugins lists the active version of every plugin, by name.
 	ActivePlugins(ctx context.Context) ([]ActivePlugin, error)
+}
+
+// TypeUsage describes the stored entities of one entity type across all
+// tenants: what a domain change must not contradict.
+type TypeUsage struct {
+	Entities int64
+	// Keys counts, per top-level key of the entities' data, the entities
+	// whose data has it.
+	Keys map[string]int64
+	// Slots counts, per index slot column ("ix_s_1"), the entities with a
+	// value in it.
+	Slots map[string]int64
+}
+
+// DomainUsageStore answers the questions a domain model change asks of the
+// stored data. Both scan, across tenants: they run when the model changes,
+// not per request.
+type DomainUsageStore interface {
+	// EntityTypeUsage describes the stored entities of a type.
+	EntityTypeUsage(ctx context.Context, entityType string) (*TypeUsage, error)
+	// FactTypeInUse reports whether a fact of factType is recorded on an
+	// entity of entityType.
+	FactTypeInUse(ctx context.Context, entityType, factType string) (bool, error)
+}
+
+// SlotColumns lists every slot column, string slots first.
+func SlotColumns() []string {
+	var out []string
+	for i := 0; i < StringSlots; i++ {
+		out = append(out, SlotColumn(i, false))
+	}
+	for i := 0; i < NumberSlots; i++ {
+		out = append(out, SlotColumn(i, true))
+	}
+	return out
 }
 
 // SlotColumn returns the column name of string slot i (0-based), or of

@@ -65,6 +65,7 @@ func Run(t *testing.T, open Factory) {
 		{"TenantIsolation", isolationTests},
 		{"Lifecycle", lifecycleTests},
 		{"Input", inputTests},
+		{"DomainUsage", usageTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,72 @@
+package storetest
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/factline/factline/host/store"
+)
+
+var usageTests = []test{
+	{"EntityTypeUsage", testEntityTypeUsage},
+	{"FactTypeInUse", testFactTypeInUse},
+}
+
+// testEntityTypeUsage: counts span tenants and only the asked type.
+func testEntityTypeUsage(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	u, err := s.EntityTypeUsage(ctx, "ticket")
+	noErr(t, err, "EntityTypeUsage of nothing")
+	if u.Entities != 0 || len(u.Keys) != 0 || len(u.Slots) != 0 {
+		t.Fatalf("usage of an unused type: %+v", u)
+	}
+	a := newEntity("t1", "e1", "ticket")
+	a.Data = raw(`{"status":"open","title":"x"}`)
+	a.Slots.S[0] = ptr("open")
+	createEntity(t, s, a)
+	b := newEntity("t2", "e1", "ticket")
+	b.Data = raw(`{"status":"closed","hours":3}`)
+	b.Slots.S[0], b.Slots.N[1] = ptr("closed"), ptr(3.0)
+	createEntity(t, s, b)
+	createEntity(t, s, newEntity("t1", "e2", "account"))
+	u, err = s.EntityTypeUsage(ctx, "ticket")
+	noErr(t, err, "EntityTypeUsage")
+	if u.Entities != 2 {
+		t.Errorf("entities %d, want 2", u.Entities)
+	}
+	if want := map[string]int64{"status": 2, "title": 1, "hours": 1}; !maps.Equal(u.Keys, want) {
+		t.Errorf("keys %v, want %v", u.Keys, want)
+	}
+	if want := map[string]int64{"ix_s_1": 2, "ix_n_2": 1}; !maps.Equal(u.Slots, want) {
+		t.Errorf("slots %v, want %v", u.Slots, want)
+	}
+}
+
+func testFactTypeInUse(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	createEntity(t, s, newEntity("t1", "e1", "ticket"))
+	createEntity(t, s, newEntity("t2", "e1", "account"))
+	f := newFact("t1", "e1", "f1")
+	f.Type = "opened"
+	appendOne(t, s, f)
+	g := newFact("t2", "e1", "f2")
+	g.Type = "closed"
+	appendOne(t, s, g)
+	for _, tc := range []struct {
+		entityType, factType string
+		want                 bool
+	}{
+		{"ticket", "opened", true},
+		{"ticket", "closed", false}, // recorded on another type
+		{"account", "closed", true},
+		{"deal", "opened", false},
+	} {
+		used, err := s.FactTypeInUse(ctx, tc.entityType, tc.factType)
+		noErr(t, err, "FactTypeInUse")
+		if used != tc.want {
+			t.Errorf("FactTypeInUse(%s, %s) = %v, want %v", tc.entityType, tc.factType, used, tc.want)
+		}
+	}
+}
