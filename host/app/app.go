@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,9 +135,15 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 // App is a running Factline process.
 type App struct {
 	cfg          Config
-	baseDomain   *manifest.Domain
-	manifestHash []byte   // of the gateway manifest being served
+	manifestHash []byte   // of the gateway manifest and domain files being served
 	closers      []func() // run in reverse by Close
+
+	// reloadMu serialises model changes (SIGHUP, --watch).
+	reloadMu sync.Mutex
+	ledgers  plugins.Ledgers
+	// awaited holds ledger names that types added at run time need and
+	// no plugin of this process serves yet: those types answer 503.
+	awaited atomic.Pointer[map[string]bool]
 
 	Store         store.Store
 	Platform      *platform.Service
@@ -158,7 +165,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	var gw *manifest.Gateway
 	domain := base
-	var manifestHash []byte
+	// Hashed before reading, so an edit made meanwhile is reloaded.
+	manifestHash := sourcesHash(cfg)
 	if cfg.Manifest != "" {
 		src, err := os.ReadFile(cfg.Manifest)
 		if err != nil {
@@ -167,8 +175,6 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if gw, err = manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
 			return nil, fmt.Errorf("gateway manifest:\n%w", err)
 		}
-		sum := sha256.Sum256(src)
-		manifestHash = sum[:]
 		domain = manifest.MergeDomain(base, gw)
 	}
 	st, err := OpenStore(ctx, cfg)
@@ -177,7 +183,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	// The watcher compares against the bytes actually served, so an edit
 	// made before it starts is not missed.
-	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), baseDomain: base, manifestHash: manifestHash}
+	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), manifestHash: manifestHash}
 	a.closers = append(a.closers, func() {
 		if err := st.Close(); err != nil {
 			cfg.Logger.Warn("close store", "err", err)
@@ -285,10 +291,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		defer cancel()
 		host.Close(cctx)
 	})
-	builtin := cfg.BuiltinPlugins
-	if builtin == nil {
-		builtin = factlineplugins.Builtin()
-	}
+	builtin := a.builtinPlugins()
 	a.Plugins, err = plugins.NewManager(plugins.Options{
 		Store: a.Store, Registry: reg, Dir: cfg.PluginsDir, Builtin: builtin, Check: plugins.Smoke, Logger: cfg.Logger,
 	})
@@ -299,7 +302,14 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		return nil, gateway.HealthCheck{}, err
 	}
 	a.closers = append(a.closers, a.Plugins.Stop)
-	ledgers := plugins.Ledgers{Builtin: ledger.Builtin(), Registry: reg, Loading: a.Plugins.Pending}
+	ledgers := plugins.Ledgers{Builtin: ledger.Builtin(), Registry: reg, Loading: func(name string) bool {
+		if a.Plugins.Pending(name) {
+			return true
+		}
+		aw := a.awaited.Load()
+		return aw != nil && (*aw)[name]
+	}}
+	a.ledgers = ledgers
 	var names []string
 	for _, t := range domain.Entities {
 		names = append(names, t.Ledger)
@@ -333,6 +343,14 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		return detail, nil
 	}}
 	return ledgers, check, nil
+}
+
+// builtinPlugins are the plugin modules built into the binary.
+func (a *App) builtinPlugins() map[string][]byte {
+	if a.cfg.BuiltinPlugins != nil {
+		return a.cfg.BuiltinPlugins
+	}
+	return factlineplugins.Builtin()
 }
 
 func dedupe(in []string) []string {
@@ -378,7 +396,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		a.Close()
 		return fmt.Errorf("start projections: %w", err)
 	}
-	if a.cfg.Manifest != "" {
+	if a.cfg.Manifest != "" || len(a.cfg.Domains) > 0 {
 		go a.watchManifest(bg)
 	}
 

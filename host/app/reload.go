@@ -27,19 +27,84 @@ func LoadDomain(sources ...string) (*manifest.Domain, error) {
 	return d, nil
 }
 
-// Reload re-reads the gateway manifest, checks it exactly as `factline
-// check` does, and swaps the route table atomically. An invalid manifest is
-// refused with its problems and the current routes keep serving.
+// Reload re-reads the domain manifest sources and the gateway manifest,
+// checks them exactly as `factline check` does and the resulting model
+// against the one being served and the stored data (see
+// manifest.CheckChange), and swaps the model and the route table
+// atomically: requests already in flight finish on the old model. A
+// change with problems is refused whole and the current model keeps
+// serving.
 func (a *App) Reload() error {
-	gw, err := manifest.LoadGatewayFile(a.cfg.Manifest, a.baseDomain)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.reload(ctx)
+}
+
+func (a *App) reload(ctx context.Context) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	base, err := LoadDomain(a.cfg.Domains...)
 	if err != nil {
 		return err
 	}
-	if err := a.Platform.SetDomain(manifest.MergeDomain(a.baseDomain, gw)); err != nil {
+	next := base
+	var gw *manifest.Gateway
+	if a.cfg.Manifest != "" {
+		if gw, err = manifest.LoadGatewayFile(a.cfg.Manifest, base); err != nil {
+			return err
+		}
+		next = manifest.MergeDomain(base, gw)
+	}
+	cur := a.Platform.Domain()
+	if err := manifest.CheckChange(ctx, cur, next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled}); err != nil {
 		return err
 	}
-	a.Server.SetRoutes(gw)
+	// Types new to this process whose ledger plugin is installed but not
+	// loaded here yet answer 503 until it is, not the generic ledger.
+	awaited := map[string]bool{}
+	if aw := a.awaited.Load(); aw != nil {
+		for n := range *aw {
+			awaited[n] = true
+		}
+	}
+	for name, t := range next.Entities {
+		if _, ok := cur.Entities[name]; !ok && len(a.ledgers.Missing([]string{t.Ledger})) > 0 {
+			awaited[t.Ledger] = true
+		}
+	}
+	a.awaited.Store(&awaited)
+	if err := a.Platform.SetDomain(next); err != nil {
+		return err
+	}
+	if gw != nil {
+		a.Server.SetRoutes(gw)
+	}
 	return nil
+}
+
+// ledgerInstalled reports whether a ledger name is built in, or a plugin
+// of that name is loaded, loading, built into the binary or active in the
+// store (installed through another process).
+func (a *App) ledgerInstalled(ctx context.Context, name string) (bool, error) {
+	if _, ok := a.ledgers.Builtin.Ledger(name); ok {
+		return true, nil
+	}
+	if len(a.ledgers.Missing([]string{name})) == 0 || a.Plugins.Pending(name) {
+		return true, nil
+	}
+	if _, ok := a.builtinPlugins()[name]; ok {
+		return true, nil
+	}
+	act, err := a.Store.ActivePlugins(ctx)
+	if err != nil {
+		return false, fmt.Errorf("list installed plugins: %w", err)
+	}
+	for _, p := range act {
+		if p.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // watchManifest reloads on SIGHUP and, with Watch, when the file's content
@@ -56,21 +121,26 @@ func (a *App) watchManifest(ctx context.Context) {
 	}
 	last := a.manifestHash
 	reload := func(why string) {
-		if err := a.Reload(); err != nil {
-			a.cfg.Logger.Error("gateway manifest refused; the previous routes keep serving", "file", a.cfg.Manifest, "trigger", why, "problems", err.Error())
+		if err := a.reload(ctx); err != nil {
+			a.cfg.Logger.Error("manifests refused; the previous model and routes keep serving", "gateway", a.cfg.Manifest, "domain", a.cfg.Domains, "trigger", why, "problems", err.Error())
 			return
 		}
-		a.cfg.Logger.Info("gateway manifest reloaded", "file", a.cfg.Manifest, "trigger", why, "routes", len(a.Server.Routes().Routes))
+		routes := 0
+		if rt := a.Server.Routes(); rt != nil {
+			routes = len(rt.Routes)
+		}
+		a.cfg.Logger.Info("manifests reloaded", "gateway", a.cfg.Manifest, "domain", a.cfg.Domains, "trigger", why,
+			"routes", routes, "entity_types", len(a.Platform.Domain().Entities))
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			last = fileHash(a.cfg.Manifest)
+			last = sourcesHash(a.cfg)
 			reload("SIGHUP")
 		case <-tick:
-			if h := fileHash(a.cfg.Manifest); h != nil && !bytes.Equal(h, last) {
+			if h := sourcesHash(a.cfg); h != nil && !bytes.Equal(h, last) {
 				last = h
 				reload("file changed")
 			}
@@ -78,11 +148,25 @@ func (a *App) watchManifest(ctx context.Context) {
 	}
 }
 
-func fileHash(path string) []byte {
-	b, err := os.ReadFile(path)
+// sourcesHash hashes the gateway manifest and the domain manifest files
+// (names and content: a file added to a domain directory counts), nil
+// when one cannot be read.
+func sourcesHash(cfg Config) []byte {
+	h := sha256.New()
+	files, err := manifest.DomainFiles(cfg.Domains)
 	if err != nil {
 		return nil
 	}
-	sum := sha256.Sum256(b)
-	return sum[:]
+	if cfg.Manifest != "" {
+		files = append(files, cfg.Manifest)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	return h.Sum(nil)
 }
