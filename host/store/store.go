@@ -469,6 +469,23 @@ type DomainUsageStore interface {
 	// FactTypeInUse reports whether a fact of factType is recorded on an
 	// entity of entityType.
 	FactTypeInUse(ctx context.Context, entityType, factType string) (bool, error)
+
+	// PutDomainLayer stores a domain manifest installed through the admin
+	// API, replacing one of the same name.
+	PutDomainLayer(ctx context.Context, l *DomainLayer) error
+	// ListDomainLayers lists the stored domain manifests by name.
+	ListDomainLayers(ctx context.Context) ([]DomainLayer, error)
+	// DeleteDomainLayer removes one; ErrNotFound when there is none.
+	DeleteDomainLayer(ctx context.Context, name string) error
+}
+
+// DomainLayer is a domain manifest stored in the database: every process
+// sharing it layers the stored manifests, by name, over its own.
+type DomainLayer struct {
+	Name      string
+	Source    []byte // YAML or JSON, as uploaded
+	SHA256    string
+	UpdatedAt int64
 }
 
 // SlotColumns lists every slot column, string slots first.

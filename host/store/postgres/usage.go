@@ -61,3 +61,45 @@ func (s *Store) FactTypeInUse(ctx context.Context, entityType, factType string) 
 	}
 	return used, nil
 }
+
+// PutDomainLayer stores a domain manifest, replacing one of the same name.
+func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO domain_layers (name, source, sha256, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET source = excluded.source, sha256 = excluded.sha256, updated_at = excluded.updated_at`, l.Name, l.Source, l.SHA256, l.UpdatedAt); err != nil {
+		return fmt.Errorf("postgres: put domain manifest %s: %w", l.Name, interpretError(err))
+	}
+	return nil
+}
+
+// ListDomainLayers lists the stored domain manifests by name.
+func (s *Store) ListDomainLayers(ctx context.Context) ([]store.DomainLayer, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, source, sha256, updated_at FROM domain_layers ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list domain manifests: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []store.DomainLayer
+	for rows.Next() {
+		var l store.DomainLayer
+		if err := rows.Scan(&l.Name, &l.Source, &l.SHA256, &l.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("postgres: list domain manifests: %w", interpretError(err))
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list domain manifests: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// DeleteDomainLayer removes a stored domain manifest.
+func (s *Store) DeleteDomainLayer(ctx context.Context, name string) error {
+	res, err := s.pool.Exec(ctx, `DELETE FROM domain_layers WHERE name = $1`, name)
+	if err != nil {
+		return fmt.Errorf("postgres: delete domain manifest %s: %w", name, interpretError(err))
+	}
+	if res.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: delete domain manifest %s: %w", name, store.ErrNotFound)
+	}
+	return nil
+}

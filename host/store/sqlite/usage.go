@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -60,4 +61,58 @@ func (s *Store) FactTypeInUse(ctx context.Context, entityType, factType string) 
 		return false, fmt.Errorf("sqlite: fact type %s of %s in use: %w", factType, entityType, interpretError(err))
 	}
 	return used, nil
+}
+
+// PutDomainLayer stores a domain manifest, replacing one of the same name.
+func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO domain_layers (name, source, sha256, updated_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET source = excluded.source, sha256 = excluded.sha256, updated_at = excluded.updated_at`, l.Name, l.Source, l.SHA256, l.UpdatedAt)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: put domain manifest %s: %w", l.Name, interpretError(err))
+	}
+	return nil
+}
+
+// ListDomainLayers lists the stored domain manifests by name.
+func (s *Store) ListDomainLayers(ctx context.Context) ([]store.DomainLayer, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT name, source, sha256, updated_at FROM domain_layers ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list domain manifests: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []store.DomainLayer
+	for rows.Next() {
+		var l store.DomainLayer
+		if err := rows.Scan(&l.Name, &l.Source, &l.SHA256, &l.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("sqlite: list domain manifests: %w", interpretError(err))
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list domain manifests: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// DeleteDomainLayer removes a stored domain manifest.
+func (s *Store) DeleteDomainLayer(ctx context.Context, name string) error {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM domain_layers WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete domain manifest %s: %w", name, interpretError(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlite: delete domain manifest %s: %w", name, store.ErrNotFound)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 var usageTests = []test{
 	{"EntityTypeUsage", testEntityTypeUsage},
 	{"FactTypeInUse", testFactTypeInUse},
+	{"DomainLayers", testDomainLayers},
 }
 
 // testEntityTypeUsage: counts span tenants and only the asked type.
@@ -68,5 +69,31 @@ func testFactTypeInUse(t *testing.T, open Factory) {
 		if used != tc.want {
 			t.Errorf("FactTypeInUse(%s, %s) = %v, want %v", tc.entityType, tc.factType, used, tc.want)
 		}
+	}
+}
+
+func testDomainLayers(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	layers, err := s.ListDomainLayers(ctx)
+	noErr(t, err, "ListDomainLayers of nothing")
+	if len(layers) != 0 {
+		t.Fatalf("layers of an empty store: %v", layers)
+	}
+	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "tickets", Source: []byte("a: 1\n"), SHA256: "aaa", UpdatedAt: 1}), "put tickets")
+	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "claims", Source: []byte("b: 2\n"), SHA256: "bbb", UpdatedAt: 2}), "put claims")
+	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "tickets", Source: []byte("a: 3\n"), SHA256: "ccc", UpdatedAt: 3}), "replace tickets")
+	layers, err = s.ListDomainLayers(ctx)
+	noErr(t, err, "ListDomainLayers")
+	if len(layers) != 2 || layers[0].Name != "claims" || layers[1].Name != "tickets" ||
+		string(layers[1].Source) != "a: 3\n" || layers[1].SHA256 != "ccc" || layers[1].UpdatedAt != 3 {
+		t.Fatalf("layers: %+v", layers)
+	}
+	noErr(t, s.DeleteDomainLayer(ctx, "claims"), "delete claims")
+	wantErr(t, s.DeleteDomainLayer(ctx, "claims"), store.ErrNotFound, "delete claims again")
+	layers, err = s.ListDomainLayers(ctx)
+	noErr(t, err, "ListDomainLayers after delete")
+	if len(layers) != 1 || layers[0].Name != "tickets" {
+		t.Fatalf("layers after delete: %+v", layers)
 	}
 }
