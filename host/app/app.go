@@ -37,6 +37,10 @@ import (
 	factlineplugins "github.com/factline/factline/plugins"
 )
 
+// domainPoll is how often a process looks for domain manifests installed
+// through another one.
+const domainPoll = 2 * time.Second
+
 // Version is the product version, set at build time.
 var Version = "0.1.0-dev"
 
@@ -144,6 +148,8 @@ type App struct {
 	// awaited holds ledger names that types added at run time need and
 	// no plugin of this process serves yet: those types answer 503.
 	awaited atomic.Pointer[map[string]bool]
+	// layersHash identifies the stored domain manifests being served.
+	layersHash string
 
 	Store         store.Store
 	Platform      *platform.Service
@@ -198,6 +204,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.Stream, err = stream.NewMetrics(a.Registry); err != nil {
 		return nil, err
 	}
+	// Domain manifests installed through the admin API of any process.
+	stored, err := st.ListDomainLayers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read stored domain manifests: %w", err)
+	}
+	if len(stored) > 0 {
+		if domain, gw, err = a.buildModel(stored); err != nil {
+			return nil, fmt.Errorf("domain manifests:\n%w", err)
+		}
+	}
+	a.layersHash = layersHash(stored)
 	limiter, limiterParts, err := newLimiter(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -255,6 +272,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.Plugins.Mount(a.Server, a.Platform, cfg.OperatorTenant)
+	a.mountDomainAdmin(a.Server)
 	a.Webhooks.Mount(a.Server)
 	a.Projections.Mount(a.Server)
 	a.Subscriptions, err = subscription.New(subscription.Options{
@@ -396,6 +414,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		a.Close()
 		return fmt.Errorf("start projections: %w", err)
 	}
+	go a.pollDomainLayers(bg, domainPoll)
 	if a.cfg.Manifest != "" || len(a.cfg.Domains) > 0 {
 		go a.watchManifest(bg)
 	}

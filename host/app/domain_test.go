@@ -1,15 +1,21 @@
 package app_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/internal/testutil"
 )
 
 const claimsLayer = `name: claims
@@ -111,5 +117,218 @@ func TestRefusedDomainChangeKeepsTheOldModel(t *testing.T) {
 	writeAtomic(t, layer, claimsLayer)
 	if err := l.a.Reload(); err != nil {
 		t.Fatalf("reload of the served model: %v", err)
+	}
+}
+
+const loyaltyDomain = `name: loyalty
+version: "1"
+entities:
+  member:
+    ledger: points
+    fields:
+      tier: {type: string, storage: ix_s_1}
+    facts: [earned]
+`
+
+// putDomain sends a domain manifest to the admin API as YAML.
+func (l *live) putDomain(name, src string) (int, map[string]any) {
+	l.t.Helper()
+	req, _ := http.NewRequest("PUT", l.base+"/v1/admin/domain/"+name, strings.NewReader(src))
+	req.Header.Set("Content-Type", "application/yaml")
+	req.Header.Set("X-API-Key", l.op)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestEntityTypeAddedThroughOneProcessIsServedByAnother is the issue's
+// acceptance: two processes on one Postgres and Redis; a plugin and the
+// domain manifest of a new entity type are uploaded to process A; within
+// 10 s process B serves create and the plugin's command routes for it,
+// neither restarted, while a steady load on an existing type on both
+// processes sees no failed request.
+func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
+	pg, rd := testutil.Postgres(t), testutil.Redis(t)
+	redis := func(c *app.Config) { c.RedisURL = rd }
+	a := startLive(t, "postgres", pg, redis)
+	b := startLive(t, "postgres", pg, redis)
+	createAccount(a, "acct-1")
+
+	var ok, failed atomic.Int64
+	var lastFailure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, l := range []*live{a, b} {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code := l.status("POST", "/v1/facts", map[string]any{"entity_id": "acct-1", "type": "deposit", "data": map[string]any{"amount": 1, "currency": "USD"}})
+					if code == 201 {
+						ok.Add(1)
+					} else {
+						failed.Add(1)
+						lastFailure.Store(code)
+					}
+				}
+			}()
+		}
+	}
+	// Load runs before the change too.
+	for deadline := time.Now().Add(10 * time.Second); ok.Load() < 20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("steady load not running: %d ok, %d failed", ok.Load(), failed.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if code, body := b.call("POST", "/v1/entities", b.key, map[string]any{"type": "member", "id": "m1"}); code != 400 {
+		t.Fatalf("member before the change: %d %v", code, body)
+	}
+	if code, body := a.call("PUT", "/v1/admin/plugins/points", a.op, fixture(t, "points")); code != 201 {
+		t.Fatalf("upload plugin: %d %v", code, body)
+	}
+	if code, body := a.putDomain("loyalty", loyaltyDomain); code != 201 {
+		t.Fatalf("upload domain manifest: %d %v", code, body)
+	}
+	changed := time.Now()
+	if code, body := a.call("POST", "/v1/entities", a.key, map[string]any{"type": "member", "id": "m0"}); code != 201 {
+		t.Fatalf("process A serves the new type at once: %d %v", code, body)
+	}
+	for {
+		code, body := b.call("POST", "/v1/entities", b.key, map[string]any{"type": "member", "id": "m1", "tier": "gold"})
+		if code == 201 {
+			break
+		}
+		if (code != 400 && code != 503) || time.Since(changed) > 10*time.Second {
+			t.Fatalf("process B, %v after the change: %d %v", time.Since(changed), code, body)
+		}
+		time.Sleep(50 * time.Millisecond) // polling process B, not ordering
+	}
+	for {
+		code, body := b.call("POST", "/v1/entities/m1/earn", b.key, map[string]any{"points": 5})
+		if code == 201 {
+			break
+		}
+		if (code != 404 && code != 503) || time.Since(changed) > 10*time.Second {
+			t.Fatalf("command route on process B, %v after the change: %d %v", time.Since(changed), code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("process B served create and commands of the new type %v after the upload", time.Since(changed).Round(time.Millisecond))
+	code, body := b.call("GET", "/v1/entities/m1/points", b.key, nil)
+	if code != 200 || fmt.Sprint(dataOf(body)["points"]) != "5" {
+		t.Fatalf("read command on process B: %d %v", code, body)
+	}
+	// Keep the load going a little past the change on both processes.
+	for n := ok.Load() + 20; ok.Load() < n; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests on the existing type failed (last status %v)", failed.Load(), ok.Load()+failed.Load(), lastFailure.Load())
+	}
+	t.Logf("%d requests on the existing type, none failed", ok.Load())
+}
+
+// TestDomainAdminAPI: installing, refusing, listing and removing domain
+// manifests through the operator's admin API.
+func TestDomainAdminAPI(t *testing.T) {
+	l := startLive(t, "sqlite", t.TempDir())
+	claims := strings.Replace(claimsLayer, "name: claims", "name: claims-api", 1)
+	if code, body := l.putDomain("claims", claims); code != 201 || dataOf(body)["file"] != "domain/claims" {
+		t.Fatalf("install: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "claim", "id": "c1", "status": "open", "amount": 2}); code != 201 {
+		t.Fatalf("create on the installed type: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+		t.Fatalf("fact: %d %v", code, body)
+	}
+	if code, body := l.putDomain("claims", claims); code != 200 {
+		t.Fatalf("same manifest again: %d %v", code, body)
+	}
+	tenantAdmin := l.newKey("t1", "admin")
+	for _, tc := range []struct {
+		name, layer, src, key, ct string
+		status                    int
+		problem                   string
+	}{
+		{"retypes a field with data", "claims", strings.Replace(claims, "amount: {type: number, storage: ix_n_1}", "amount: {type: string, storage: ix_s_2}", 1), "", "", 422,
+			"domain/claims:8:7: entities.claim.fields.amount: retypes field from number to string, which 1 stored entities have"},
+		{"removes a fact type in use", "claims", strings.Replace(claims, "[filed, paid]", "[paid]", 1), "", "", 422,
+			`domain/claims:4:3: entities.claim.facts: removes fact type "filed", which facts of stored entities have`},
+		{"names a missing ledger", "more", "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: nowhere, fields: {}, facts: [issued]}\n", "", "", 422,
+			`domain/more:4:3: entities.badge.ledger: no built-in ledger or installed plugin is named "nowhere"`},
+		{"conflicts with another layer", "more", "name: more\nversion: \"1\"\nentities:\n  claim: {ledger: builtin, fields: {}, facts: [filed]}\n", "", "", 422,
+			`domain/more:4:3: entities.claim: removes field "status" declared at domain/claims:7:7`},
+		{"is not YAML", "more", "entities: [", "", "", 422, "domain/more:2:1: YAML syntax error"},
+		{"JSON body", "json-layer", `{"name": "j", "version": "1", "entities": {"badge": {"ledger": "builtin", "fields": {}, "facts": ["issued"]}}}`, "", "application/json", 201, ""},
+		{"not the operator", "more", claims, tenantAdmin, "", 403, ""},
+		{"bad name", "Bad.Name", claims, "", "", 400, ""},
+		{"wrong content type", "more", claims, "", "application/wasm", 415, ""},
+		{"empty body", "more", "", "", "", 400, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, ct := l.op, "application/yaml"
+			if tc.key != "" {
+				key = tc.key
+			}
+			if tc.ct != "" {
+				ct = tc.ct
+			}
+			req, _ := http.NewRequest("PUT", l.base+"/v1/admin/domain/"+tc.layer, strings.NewReader(tc.src))
+			req.Header.Set("Content-Type", ct)
+			req.Header.Set("X-API-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]any
+			json.NewDecoder(resp.Body).Decode(&body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %v", resp.StatusCode, tc.status, body)
+			}
+			if tc.status >= 400 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+				t.Errorf("content type %s", resp.Header.Get("Content-Type"))
+			}
+			if tc.problem != "" && !strings.Contains(fmt.Sprint(body["errors"]), tc.problem) {
+				t.Errorf("problems %v\nwant %s", body["errors"], tc.problem)
+			}
+		})
+	}
+	// Refused changes left the model as it was.
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+		t.Fatalf("old model after refusals: %d %v", code, body)
+	}
+	code, body := l.call("GET", "/v1/admin/domain", tenantAdmin, nil)
+	items, _ := dataOf(body)["items"].([]any)
+	if code != 200 || len(items) != 2 {
+		t.Fatalf("list: %d %v", code, body)
+	}
+	if code, body := l.call("DELETE", "/v1/admin/domain/claims", l.op, nil); code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "removes an entity type 1 stored entities have") {
+		t.Fatalf("delete a manifest whose type has data: %d %v", code, body)
+	}
+	if code, body := l.call("DELETE", "/v1/admin/domain/json-layer", l.op, nil); code != 200 {
+		t.Fatalf("delete: %d %v", code, body)
+	}
+	if code, _ := l.call("DELETE", "/v1/admin/domain/json-layer", l.op, nil); code != 404 {
+		t.Fatalf("delete again: %d", code)
+	}
+	if code, _ := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "badge", "id": "b1"}); code != 400 {
+		t.Fatalf("type of a deleted manifest: %d", code)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/manifests"
 )
 
@@ -43,22 +44,63 @@ func (a *App) Reload() error {
 func (a *App) reload(ctx context.Context) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	base, err := LoadDomain(a.cfg.Domains...)
+	stored, err := a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		return fmt.Errorf("read stored domain manifests: %w", err)
+	}
+	return a.applyLocked(ctx, stored)
+}
+
+// StoredDomainFile names a domain manifest stored through the admin API in
+// problems and logs.
+func StoredDomainFile(name string) string { return "domain/" + name }
+
+// buildModel layers the --domain files and then the stored domain
+// manifests (by name) over the built-in one, and merges the gateway
+// manifest's entity types.
+func (a *App) buildModel(stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
+	srcs, err := manifest.ReadSources(a.cfg.Domains)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, l := range stored {
+		srcs = append(srcs, manifest.Source{File: StoredDomainFile(l.Name), Src: l.Source})
+	}
+	base, err := manifest.LayerSources(BuiltinDomainFile, manifests.Domain, srcs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.cfg.Manifest == "" {
+		return base, nil, nil
+	}
+	gw, err := manifest.LoadGatewayFile(a.cfg.Manifest, base)
+	if err != nil {
+		return nil, nil, err
+	}
+	return manifest.MergeDomain(base, gw), gw, nil
+}
+
+// checkLocked builds the model stored would give and checks it against
+// the served one and the stored data; reloadMu is held.
+func (a *App) checkLocked(ctx context.Context, stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
+	next, gw, err := a.buildModel(stored)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled}); err != nil {
+		return nil, nil, err
+	}
+	return next, gw, nil
+}
+
+// applyLocked checks the model stored gives and swaps it in; reloadMu is
+// held.
+func (a *App) applyLocked(ctx context.Context, stored []store.DomainLayer) error {
+	next, gw, err := a.checkLocked(ctx, stored)
 	if err != nil {
 		return err
 	}
-	next := base
-	var gw *manifest.Gateway
-	if a.cfg.Manifest != "" {
-		if gw, err = manifest.LoadGatewayFile(a.cfg.Manifest, base); err != nil {
-			return err
-		}
-		next = manifest.MergeDomain(base, gw)
-	}
 	cur := a.Platform.Domain()
-	if err := manifest.CheckChange(ctx, cur, next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled}); err != nil {
-		return err
-	}
 	// Types new to this process whose ledger plugin is installed but not
 	// loaded here yet answer 503 until it is, not the generic ledger.
 	awaited := map[string]bool{}
@@ -79,7 +121,49 @@ func (a *App) reload(ctx context.Context) error {
 	if gw != nil {
 		a.Server.SetRoutes(gw)
 	}
+	a.layersHash = layersHash(stored)
 	return nil
+}
+
+// layersHash identifies a set of stored domain manifests.
+func layersHash(stored []store.DomainLayer) string {
+	h := sha256.New()
+	for _, l := range stored {
+		fmt.Fprintf(h, "%s\x00%s\x00", l.Name, l.SHA256)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// pollDomainLayers applies domain manifests installed through another
+// process: every process converges within a poll interval.
+func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stored, err := a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.cfg.Logger.Warn("domain manifest sync with the store failed", "err", err)
+			}
+			continue
+		}
+		a.reloadMu.Lock()
+		if h := layersHash(stored); h != a.layersHash {
+			if err := a.applyLocked(ctx, stored); err != nil {
+				a.cfg.Logger.Error("stored domain manifests refused; the previous model keeps serving", "problems", err.Error())
+				// Not retried until the stored set changes again.
+				a.layersHash = h
+			} else {
+				a.cfg.Logger.Info("stored domain manifests applied", "count", len(stored), "entity_types", len(a.Platform.Domain().Entities))
+			}
+		}
+		a.reloadMu.Unlock()
+	}
 }
 
 // ledgerInstalled reports whether a ledger name is built in, or a plugin

@@ -153,40 +153,64 @@ func DomainFiles(sources []string) ([]string, error) {
 	return out, nil
 }
 
-// LoadLayered parses the base manifest and the files of sources (see
-// DomainFiles), and merges them with Layer. Problems of every file are
-// reported together, each at its file:line:col.
-func LoadLayered(baseFile string, base []byte, sources []string) (*Domain, error) {
+// Source is one domain manifest to layer: where it comes from (a file
+// path, or a name for one stored elsewhere) and its content.
+type Source struct {
+	File string
+	Src  []byte
+}
+
+// ReadSources reads the files of sources (see DomainFiles).
+func ReadSources(sources []string) ([]Source, error) {
 	files, err := DomainFiles(sources)
 	if err != nil {
 		return nil, err
 	}
+	out := make([]Source, 0, len(files))
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("domain manifest: %w", err)
+		}
+		out = append(out, Source{File: f, Src: src})
+	}
+	return out, nil
+}
+
+// LoadLayered parses the base manifest and the files of sources (see
+// DomainFiles), and merges them with Layer.
+func LoadLayered(baseFile string, base []byte, sources []string) (*Domain, error) {
+	srcs, err := ReadSources(sources)
+	if err != nil {
+		return nil, err
+	}
+	return LayerSources(baseFile, base, srcs)
+}
+
+// LayerSources parses the base manifest and the layers, and merges them
+// with Layer. Problems of every source are reported together, each at its
+// file:line:col. A layer identical to the base is the base itself (make
+// run names manifests/domain.yaml) and is skipped wherever it comes.
+func LayerSources(baseFile string, base []byte, layers []Source) (*Domain, error) {
 	var diags []Diagnostic
 	b, err := ParseDomain(baseFile, base)
 	if err != nil {
 		diags = append(diags, Diagnostics(baseFile, err)...)
 	}
-	var layers []*Domain
-	for _, f := range files {
-		src, err := os.ReadFile(f)
+	var parsed []*Domain
+	for _, l := range layers {
+		if bytes.Equal(l.Src, base) {
+			continue
+		}
+		d, err := ParseDomain(l.File, l.Src)
 		if err != nil {
-			diags = append(diags, Diagnostic{File: f, Message: err.Error()})
+			diags = append(diags, Diagnostics(l.File, err)...)
 			continue
 		}
-		// A copy of the base (make run names manifests/domain.yaml) is the
-		// base, wherever it comes in the order.
-		if bytes.Equal(src, base) {
-			continue
-		}
-		d, err := ParseDomain(f, src)
-		if err != nil {
-			diags = append(diags, Diagnostics(f, err)...)
-			continue
-		}
-		layers = append(layers, d)
+		parsed = append(parsed, d)
 	}
 	if len(diags) > 0 {
 		return nil, &Error{Diagnostics: diags}
 	}
-	return Layer(b, layers...)
+	return Layer(b, parsed...)
 }

@@ -1,0 +1,156 @@
+package app
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/host/gateway"
+	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
+)
+
+// layerNameRe bounds the names of stored domain manifests: they appear in
+// paths and in problems as domain/<name>.
+var layerNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// mountDomainAdmin registers the operator endpoints of the domain model:
+//
+//	GET    /v1/admin/domain        list the stored domain manifests
+//	PUT    /v1/admin/domain/:name  install or replace one (YAML or JSON)
+//	DELETE /v1/admin/domain/:name  remove one
+//
+// The model is shared by every tenant, so changing it needs an admin key
+// of the operator tenant; listing needs any admin key, as for plugins.
+func (a *App) mountDomainAdmin(srv *gateway.Server) {
+	operator := func(c *fiber.Ctx) (string, error) {
+		if gateway.Tenant(c) != a.cfg.OperatorTenant {
+			return "", problem.Newf(problem.Forbidden, "The domain model is managed by admin keys of the operator tenant (%s)", a.cfg.OperatorTenant)
+		}
+		name := strings.Clone(c.Params("name"))
+		if !layerNameRe.MatchString(name) {
+			return "", problem.Newf(problem.BadRequest, "Domain manifest name %q must be 1 to 64 lowercase letters, digits, '_' or '-', starting with a letter or digit", name)
+		}
+		return name, nil
+	}
+	srv.Mount(fiber.MethodGet, "/v1/admin/domain", gateway.AdminKey, func(c *fiber.Ctx) error {
+		stored, err := a.Store.ListDomainLayers(gateway.Context(c))
+		if err != nil {
+			return err
+		}
+		items := make([]fiber.Map, 0, len(stored))
+		for _, l := range stored {
+			items = append(items, layerInfo(l))
+		}
+		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": items, "entity_types": a.Platform.Domain().EntityTypeNames()})
+	})
+	srv.Mount(fiber.MethodPut, "/v1/admin/domain/:name", gateway.AdminKey, func(c *fiber.Ctx) error {
+		name, err := operator(c)
+		if err != nil {
+			return err
+		}
+		ct := strings.ToLower(c.Get(fiber.HeaderContentType))
+		if ct != "" && !slices.ContainsFunc([]string{"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "text/plain"}, func(p string) bool { return strings.HasPrefix(ct, p) }) {
+			return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/yaml or application/json (got %s)", ct)
+		}
+		if len(c.Body()) == 0 {
+			return problem.New(problem.BadRequest, "Request body is required: send the domain manifest as YAML or JSON")
+		}
+		src := append([]byte(nil), c.Body()...) // fiber reuses the body
+		sum := sha256.Sum256(src)
+		l := store.DomainLayer{Name: name, Source: src, SHA256: hex.EncodeToString(sum[:]), UpdatedAt: time.Now().UnixMilli()}
+		status := fiber.StatusCreated
+		err = a.changeLayers(c, name, func(stored []store.DomainLayer) ([]store.DomainLayer, error) {
+			i := slices.IndexFunc(stored, func(s store.DomainLayer) bool { return s.Name == name })
+			if i < 0 {
+				stored = append(stored, l)
+				slices.SortFunc(stored, func(x, y store.DomainLayer) int { return strings.Compare(x.Name, y.Name) })
+			} else {
+				status = fiber.StatusOK
+				stored[i] = l
+			}
+			return stored, nil
+		}, func() error { return a.Store.PutDomainLayer(gateway.Context(c), &l) })
+		if err != nil {
+			return err
+		}
+		return gateway.Respond(c, status, layerInfo(l))
+	})
+	srv.Mount(fiber.MethodDelete, "/v1/admin/domain/:name", gateway.AdminKey, func(c *fiber.Ctx) error {
+		name, err := operator(c)
+		if err != nil {
+			return err
+		}
+		var gone store.DomainLayer
+		err = a.changeLayers(c, name, func(stored []store.DomainLayer) ([]store.DomainLayer, error) {
+			i := slices.IndexFunc(stored, func(s store.DomainLayer) bool { return s.Name == name })
+			if i < 0 {
+				return nil, problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
+			}
+			gone = stored[i]
+			return slices.Delete(stored, i, i+1), nil
+		}, func() error { return a.Store.DeleteDomainLayer(gateway.Context(c), name) })
+		if err != nil {
+			return err
+		}
+		return gateway.Respond(c, fiber.StatusOK, layerInfo(gone))
+	})
+}
+
+// changeLayers runs one admin change of the stored domain manifests: the
+// model edit gives is checked like any other change, then write stores it
+// and this process swaps it in at once (the others within a poll).
+func (a *App) changeLayers(c *fiber.Ctx, name string, edit func([]store.DomainLayer) ([]store.DomainLayer, error), write func() error) error {
+	ctx := gateway.Context(c)
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	stored, err := a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		return err
+	}
+	next, err := edit(stored)
+	if err != nil {
+		return err
+	}
+	if _, _, err := a.checkLocked(ctx, next); err != nil {
+		return refusedDomain(name, err)
+	}
+	if err := write(); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
+		}
+		return err
+	}
+	if err := a.applyLocked(ctx, next); err != nil {
+		// Stored but not applied here (the data changed in between): the
+		// poll retries nothing, so say it.
+		return fmt.Errorf("apply domain manifest %s: %w", name, err)
+	}
+	return nil
+}
+
+// refusedDomain turns manifest problems into a 422 listing each at its
+// file:line:col; other errors (the store) pass through to their mapping.
+func refusedDomain(name string, err error) error {
+	var me *manifest.Error
+	if !errors.As(err, &me) {
+		return err
+	}
+	pe := problem.Wrap(problem.Unprocessable, fmt.Sprintf("Domain manifest %s was refused; the current model keeps serving", name), err)
+	for _, d := range me.Diagnostics {
+		pe.Errors = append(pe.Errors, problem.FieldError{Field: "domain", Code: "refused", Message: d.String()})
+	}
+	return pe
+}
+
+func layerInfo(l store.DomainLayer) fiber.Map {
+	return fiber.Map{"name": l.Name, "sha256": l.SHA256, "updated_at": l.UpdatedAt, "file": StoredDomainFile(l.Name)}
+}
