@@ -15,6 +15,7 @@ import (
 
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -330,5 +331,35 @@ func TestDomainAdminAPI(t *testing.T) {
 	}
 	if code, _ := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "badge", "id": "b1"}); code != 400 {
 		t.Fatalf("type of a deleted manifest: %d", code)
+	}
+}
+
+// TestTypeWhoseLedgerPluginIsNotLoadedAnswers503: a type added at run time
+// whose ledger plugin is installed (active in the store) but not loaded on
+// this process answers 503, not the generic ledger's answer.
+func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
+	l := startLive(t, "sqlite", t.TempDir())
+	ctx := t.Context()
+	// A stored version this process cannot load stands for one still
+	// compiling: installed, not loaded.
+	if err := l.a.Store.SavePluginVersion(ctx, &store.PluginBinary{Name: "points", SHA256: "broken", Version: "0.0.1", Wasm: []byte("not wasm"), CreatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.a.Store.ActivatePlugin(ctx, "points", "broken", 1); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := l.putDomain("loyalty", loyaltyDomain); code != 201 {
+		t.Fatalf("install: %d %v", code, body)
+	}
+	// Creating needs no ledger decision; recording a fact does.
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "member", "id": "m1"}); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": 1}})
+	if code != 503 || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is still loading") {
+		t.Fatalf("fact on a type whose plugin is not loaded: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "acct-x", "type": "deposit"}); code == 503 {
+		t.Fatalf("other types are not affected: %d %v", code, body)
 	}
 }
