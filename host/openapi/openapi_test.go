@@ -719,6 +719,9 @@ func TestPlatformEndpoints(t *testing.T) {
 		{"POST", "/v1/admin/keys", "201", false, true},
 		{"DELETE", "/v1/admin/keys/{id}", "200", false, true},
 		{"GET", "/v1/admin/stream", "200", false, true},
+		{"GET", "/v1/admin/domain", "200", false, true},
+		{"PUT", "/v1/admin/domain/{name}", "201", false, true},
+		{"DELETE", "/v1/admin/domain/{name}", "200", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

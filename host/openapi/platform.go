@@ -41,6 +41,8 @@ type platformOp struct {
 	data                                        *openapi3.SchemaRef
 	errs                                        []int
 	idempotent, public, admin                   bool
+	// manifestBody: the body is a domain manifest, YAML or JSON.
+	manifestBody bool
 }
 
 // positive is an integer from 1.
@@ -48,6 +50,12 @@ func positive(desc string) *openapi3.SchemaRef {
 	r := integer(desc)
 	r.Value.Min = ptr(1.0)
 	return r
+}
+
+func nameParam(what string) *openapi3.ParameterRef {
+	return &openapi3.ParameterRef{Value: openapi3.NewPathParameter("name").
+		WithDescription("Name of the " + what + ": 1 to 64 lowercase letters, digits, '_' or '-'.").
+		WithSchema(openapi3.NewStringSchema().WithPattern("^[a-z0-9][a-z0-9_-]{0,63}$"))}
 }
 
 func idParam(what string) *openapi3.ParameterRef {
@@ -252,6 +260,22 @@ func (b *builder) platform() {
 			summary: "Fact stream status", admin: true,
 			description: "The global fact stream's head and each durable consumer's position and lag.",
 			status:      ok, okDesc: "The stream's status.", data: b.schema(schemaStreamStatus)},
+		{method: http.MethodGet, path: "/v1/admin/domain", id: "listDomainManifests", tag: tagAdmin,
+			summary: "List the stored domain manifests", admin: true,
+			description: "Domain manifests installed through the admin API, which every process layers over its own (the built-in one, then --domain files, then these by name).",
+			status:      ok, okDesc: "The manifests and the served entity types.", data: b.schema(schemaDomainManifests)},
+		{method: http.MethodPut, path: "/v1/admin/domain/{name}", id: "putDomainManifest", tag: tagAdmin,
+			summary: "Install or replace a domain manifest", admin: true, manifestBody: true,
+			description: "Adds entity types, or fact types to existing ones, for every tenant. The model it gives is checked against the served one and the stored data (fields with data, required fields, slots, fact types in use, ledger names); with problems it is refused whole (422, each problem in errors as domain/<name>:line:col) and the current model keeps serving. Otherwise this process serves it at once and the others within seconds. Needs an admin key of the operator tenant.",
+			params:      []*openapi3.ParameterRef{nameParam("domain manifest")},
+			status:      created, okDesc: "Installed (200 when it replaced one of that name).", data: b.schema(schemaDomainManifest),
+			errs: []int{bad, http.StatusUnprocessableEntity}},
+		{method: http.MethodDelete, path: "/v1/admin/domain/{name}", id: "deleteDomainManifest", tag: tagAdmin,
+			summary: "Remove a domain manifest", admin: true,
+			description: "Removes a stored domain manifest; refused (422) when an entity type only it declares has stored entities. Needs an admin key of the operator tenant.",
+			params:      []*openapi3.ParameterRef{nameParam("domain manifest")},
+			status:      ok, okDesc: "The removed manifest.", data: b.schema(schemaDomainManifest),
+			errs: []int{bad, notFound, http.StatusUnprocessableEntity}},
 		{method: http.MethodGet, path: "/health", id: "getHealth", tag: tagHealth,
 			summary:     "Health",
 			description: "Checks the store and the other dependencies. 200 while the critical checks pass (degraded when only a non-critical one fails), a 503 problem otherwise.",
@@ -279,6 +303,18 @@ func (b *builder) platformOperation(p platformOp) {
 	if p.admin {
 		errs = append(errs, http.StatusForbidden)
 		op.Description = strings.TrimSpace(op.Description + " Needs an admin key.")
+	}
+	if p.manifestBody {
+		yamlSchema := str("The domain manifest as YAML (a JSON document is YAML too).")
+		op.RequestBody = &openapi3.RequestBodyRef{Value: &openapi3.RequestBody{
+			Description: "A domain manifest (see factline check).",
+			Required:    true,
+			Content: openapi3.Content{
+				"application/yaml": &openapi3.MediaType{Schema: yamlSchema},
+				"application/json": &openapi3.MediaType{Schema: freeObject("The domain manifest as JSON.")},
+			},
+		}}
+		errs = append(errs, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
 	}
 	if p.body != nil {
 		op.RequestBody = jsonBody("", p.body)

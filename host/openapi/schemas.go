@@ -27,6 +27,8 @@ const (
 	schemaAPIKeyList      = "ApiKeyList"
 	schemaAPIKeyCreated   = "ApiKeyCreated"
 	schemaStreamStatus    = "StreamStatus"
+	schemaDomainManifest  = "DomainManifestInfo"
+	schemaDomainManifests = "DomainManifestList"
 	schemaHealth          = "Health"
 	schemaEmitResult      = "EmitResult"
 	schemaQueryRequest    = "QueryRequest"
@@ -243,6 +245,16 @@ func (b *builder) fixedSchemas() {
 	b.define(schemaStreamStatus, object("The fact stream's head and each consumer's checkpoint.", []string{"head", "consumers"}, false,
 		prop{"head", integer("Global position of the newest fact.")},
 		prop{"consumers", arrayOf("The consumers.", inline(consumer))},
+	))
+	b.define(schemaDomainManifest, object("A domain manifest installed through the admin API.", []string{"name", "sha256", "updated_at", "file"}, false,
+		prop{"name", str("Its name, from the path.")},
+		prop{"sha256", str("SHA-256 of the manifest as uploaded, hex.")},
+		prop{"updated_at", millis("When it was installed or last replaced")},
+		prop{"file", str("How problems name it: domain/<name>.")},
+	))
+	b.define(schemaDomainManifests, object("The stored domain manifests and the entity types of the model served.", []string{"items", "entity_types"}, false,
+		prop{"items", arrayOf("The stored manifests, by name.", b.schema(schemaDomainManifest))},
+		prop{"entity_types", arrayOf("Entity types of the served model, sorted.", str("An entity type."))},
 	))
 	check := object("One health check.", []string{"status", "latency_ms"}, false,
 		prop{"status", enum("Outcome of the check.", "ok", "failing")},
