@@ -38,7 +38,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var domains listFlag
 	fs.Var(&domains, "domain", "domain manifest file or directory of *.yaml adding entity types and fact types to the built-in one (repeatable)")
 	gatewayManifest := fs.String("manifest", "", "gateway (route) manifest to serve; empty serves the platform API alone")
-	watch := fs.Bool("watch", false, "reload the gateway manifest when its file changes (SIGHUP always reloads)")
+	watch := fs.Bool("watch", false, "reload the gateway manifest and the --domain files when one changes (SIGHUP always reloads)")
 	failOpen := fs.Bool("ratelimit-fail-open", true, "when Redis is unreachable, let rate-limited requests through (false: answer 503)")
 	pluginsDir := fs.String("plugins-dir", "", "directory of plugin modules (*.wasm) to load and watch; plugins built into the binary load anyway")
 	secretKey := fs.String("secret-key", "", "32-byte key (base64 or hex) encrypting webhook secrets at rest; empty: a key file in --data-dir")

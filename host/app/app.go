@@ -56,7 +56,8 @@ type Config struct {
 	// Manifest is the gateway (route) manifest path; empty serves the
 	// platform API alone.
 	Manifest string
-	// Watch reloads the gateway manifest when its file changes.
+	// Watch reloads the gateway manifest and the Domains files when one
+	// changes.
 	Watch bool
 	// RateLimitFailOpen lets requests through when Redis is unreachable;
 	// false answers 503 instead.
