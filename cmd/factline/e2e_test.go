@@ -423,7 +423,7 @@ func TestHotReload(t *testing.T) {
 
 	write("name: broken\nversion: \"3\"\nroutes:\n  - {path: /v1/three, method: FETCH, entity: system, action: get}\n")
 	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(s.stderr.String(), "gateway manifest refused") {
+	for !strings.Contains(s.stderr.String(), "manifests refused") {
 		if time.Now().After(deadline) {
 			t.Fatalf("invalid manifest not reported:\n%s", s.stderr)
 		}
