@@ -2,12 +2,10 @@ package wasm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -17,7 +15,7 @@ import (
 
 // guests holds the test modules by name; "ledger2" and "ledger3" are the
 // ledger built as versions 2.0.0 and 3.0.0.
-var guests = map[string][]byte{}
+var guests map[string][]byte
 
 // testCacheDir is the compilation cache the tests share (and keep between
 // runs, like a product's cache directory), so each module is compiled once.
@@ -31,35 +29,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func buildGuests() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	specs := []wasmtest.Guest{
-		{Name: "ledger", LDFlags: "-X=main.version=2.0.0"},
-		{Name: "ledger", LDFlags: "-X=main.version=3.0.0"},
-	}
-	names := []string{"ledger2", "ledger3"}
-	for _, g := range wasmtest.Guests {
-		specs = append(specs, wasmtest.Guest{Name: g})
-		names = append(names, g)
-	}
-	paths, err := wasmtest.Build(ctx, specs...)
-	if err != nil {
-		return err
-	}
-	bins, err := wasmtest.Read(paths)
-	if err != nil {
-		return err
-	}
-	// Fill the shared compilation cache with a normally built helper: the
-	// race detector makes wazero's compiler about fifteen times slower.
-	if err := wasmtest.Precompile(ctx, testCacheDir, true, paths...); err != nil {
-		return err
-	}
-	for i, n := range names {
-		guests[n] = bins[i]
-	}
-	return nil
+func buildGuests() (err error) {
+	guests, err = wasmtest.BuildAll(context.Background(), testCacheDir)
+	return err
 }
 
 // newHost returns a host on the shared cache, closed when t ends.
@@ -91,17 +63,7 @@ func load(t *testing.T, h *Host, name string) *Plugin {
 }
 
 // decideInput is a decide call of the test ledger.
-func decideInput(command, input string) abi.DecideInput {
-	return abi.DecideInput{
-		Command: command,
-		Entity:  abi.EntityRef{ID: "acct-1", Type: "account", TenantID: "t1", Version: 3},
-		State:   json.RawMessage(`{"balance":"10.00","facts":2}`),
-		Input:   json.RawMessage(input),
-		Now:     1764000000000,
-	}
-}
+func decideInput(command, input string) abi.DecideInput { return wasmtest.DecideInput(command, input) }
 
 // handleInput is a handle call of the test subscription.
-func handleInput() abi.HandleInput {
-	return abi.HandleInput{Handler: "followup", Fact: abi.Fact{ID: "fct_1", Type: "outcome", Timestamp: 1}}
-}
+func handleInput() abi.HandleInput { return wasmtest.HandleInput() }
