@@ -277,6 +277,7 @@ type Store interface {
 	PluginStore
 	WebhookStore
 	DomainUsageStore
+	SessionStore
 
 	// Ping checks that the backing database answers.
 	Ping(ctx context.Context) error
@@ -477,6 +478,35 @@ type DomainUsageStore interface {
 	ListDomainLayers(ctx context.Context) ([]DomainLayer, error)
 	// DeleteDomainLayer removes one; ErrNotFound when there is none.
 	DeleteDomainLayer(ctx context.Context, name string) error
+}
+
+// SessionStore persists operator console sessions, so every process
+// sharing the database serves a session signed in through another.
+type SessionStore interface {
+	// CreateSession inserts s; ErrAlreadyExists on a taken id.
+	CreateSession(ctx context.Context, s *Session) error
+	// GetSession returns the session with that id unless it expired at
+	// now; ErrNotFound otherwise.
+	GetSession(ctx context.Context, id string, now int64) (*Session, error)
+	// DeleteSession removes one session; deleting a missing one is not an
+	// error (signing out twice is harmless).
+	DeleteSession(ctx context.Context, id string) error
+	// PurgeSessions deletes sessions expired at now and returns how many.
+	PurgeSessions(ctx context.Context, now int64) (int64, error)
+}
+
+// Session is a console session. ID is the SHA-256 (hex) of the cookie's
+// token, so the table alone does not let anyone in; Key is the API key the
+// session acts with, sealed with the process's secret key.
+type Session struct {
+	ID        string
+	TenantID  string
+	Mode      string
+	KeyID     string
+	Key       []byte // sealed API key
+	CSRF      string // synchronizer token bound to the session
+	CreatedAt int64  // unix ms
+	ExpiresAt int64  // unix ms
 }
 
 // DomainLayer is a domain manifest stored in the database: every process

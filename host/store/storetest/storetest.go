@@ -66,6 +66,7 @@ func Run(t *testing.T, open Factory) {
 		{"Lifecycle", lifecycleTests},
 		{"Input", inputTests},
 		{"DomainUsage", usageTests},
+		{"Session", sessionTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
