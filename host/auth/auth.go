@@ -226,3 +226,15 @@ func (a *Authenticator) Revoke(ctx context.Context, keyID string) error {
 	a.mu.Unlock()
 	return nil
 }
+
+// Recheck authenticates key against the store, not the cache, and leaves
+// the answer cached: a caller that must see a revocation made by another
+// process at once (a console session, checked on each of its requests)
+// uses it. Requests that follow with the same key see the same answer.
+func (a *Authenticator) Recheck(ctx context.Context, key string) (*Principal, error) {
+	sum := sha256.Sum256([]byte(key))
+	a.mu.Lock()
+	delete(a.cache, sum)
+	a.mu.Unlock()
+	return a.Authenticate(ctx, key)
+}
