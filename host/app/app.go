@@ -251,9 +251,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.Projections.RegisterConfigType(a.Platform)
+	// One authenticator for the API and the console, so a key the console
+	// finds revoked is refused by the API at once too.
+	authn := auth.NewAuthenticator(st)
 	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version}, gateway.Deps{
 		Platform:    a.Platform,
-		Auth:        auth.NewAuthenticator(st),
+		Auth:        authn,
 		Logger:      cfg.Logger,
 		Registry:    a.Registry,
 		Limiter:     limiter,
@@ -276,6 +279,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.mountDomainAdmin(a.Server)
 	a.Webhooks.Mount(a.Server)
 	a.Projections.Mount(a.Server)
+	if err := a.mountConsole(authn); err != nil {
+		return nil, err
+	}
 	a.Subscriptions, err = subscription.New(subscription.Options{
 		Platform: a.Platform, Store: st, Handlers: a.Plugins, Subscriptions: domain.Subscriptions,
 		Logger: cfg.Logger, Metrics: a.Stream, Registerer: a.Registry,

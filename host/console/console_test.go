@@ -1,0 +1,221 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/host/app"
+	"github.com/factline/factline/host/auth"
+	"github.com/factline/factline/host/console"
+	"github.com/factline/factline/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// setup starts an app (SQLite in a temp dir unless cfg names a database).
+func setup(t *testing.T, cfg app.Config) *app.App {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.SecretKey == "" {
+		cfg.SecretKey = strings.Repeat("ab", 32)
+	}
+	a, err := app.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+func newKey(t *testing.T, a *app.App, tenant, mode string) (string, string) {
+	t.Helper()
+	key, rec, err := auth.CreateKey(context.Background(), a.Store, tenant, mode, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, rec.ID
+}
+
+func do(t *testing.T, a *app.App, method, path, cookie string, form url.Values) *http.Response {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, path, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		r.Header.Set("Cookie", console.CookieName+"="+cookie)
+	}
+	resp, err := a.Server.App().Test(r, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
+	t.Helper()
+	for _, c := range resp.Cookies() {
+		if c.Name == console.CookieName {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in %v", console.CookieName, resp.Header["Set-Cookie"])
+	return nil
+}
+
+// signIn returns the session cookie's value and the CSRF token of a page.
+func signIn(t *testing.T, a *app.App, key string) (cookie, csrf string) {
+	t.Helper()
+	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {key}})
+	if resp.StatusCode != http.StatusSeeOther {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("sign in: %d %s", resp.StatusCode, b)
+	}
+	cookie = sessionCookie(t, resp).Value
+	page := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	b, _ := io.ReadAll(page.Body)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page (%d):\n%s", page.StatusCode, b)
+	}
+	return cookie, string(m[1])
+}
+
+func TestSessionCookieFlags(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {key}})
+	c := sessionCookie(t, resp)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console" {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/console", c)
+	}
+	if c.Expires.IsZero() || time.Until(c.Expires) > 9*time.Hour {
+		t.Errorf("cookie expires %v: want an expiry within the session lifetime", c.Expires)
+	}
+	if len(c.Value) < 43 || strings.Contains(c.Value, key) {
+		t.Errorf("cookie value %q: want a random 256-bit token, not the key", c.Value)
+	}
+	if loc := resp.Header.Get("Location"); strings.Contains(loc, key) {
+		t.Errorf("the key appears in the redirect %q", loc)
+	}
+}
+
+func TestSignInWithBadKeyIsRefused(t *testing.T) {
+	a := setup(t, app.Config{})
+	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {"fl_live_" + strings.Repeat("x", 43)}})
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "Invalid or missing API key") {
+		t.Fatalf("sign in with an unknown key: %d %s", resp.StatusCode, b)
+	}
+	if len(resp.Cookies()) != 0 {
+		t.Errorf("cookies set on a refused sign-in: %v", resp.Cookies())
+	}
+}
+
+func TestWriteWithoutCSRFTokenIsRefused(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	for name, form := range map[string]url.Values{
+		"missing": {},
+		"wrong":   {"csrf": {csrf + "x"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := do(t, a, "POST", "/console/dead-letters/dlv_x/replay", cookie, form)
+			if resp.StatusCode != http.StatusForbidden || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+				t.Fatalf("replay with a %s CSRF token: %d %s, want a 403 problem", name, resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+		})
+	}
+	// With the token, the request reaches the API (which knows no such delivery).
+	resp := do(t, a, "POST", "/console/dead-letters/dlv_x/replay", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("replay with the CSRF token: %d, want the API's 404", resp.StatusCode)
+	}
+}
+
+func TestSignOutEndsSession(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	resp := do(t, a, "POST", "/console/sign-out", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", resp.StatusCode)
+	}
+	if c := sessionCookie(t, resp); c.Value != "" {
+		t.Errorf("sign out left the cookie %q", c.Value)
+	}
+	if resp := do(t, a, "GET", "/console/webhooks", cookie, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("the old cookie after sign out: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// A key revoked by another process (straight in the shared store) ends
+// the session on its next request, without waiting for any cache.
+func TestRevokedKeyEndsSession(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, keyID := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	if err := a.Store.RevokeAPIKey(context.Background(), keyID, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	resp := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("a session of a revoked key: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, err := a.Store.GetSession(context.Background(), "", 0); err == nil {
+		t.Fatal("GetSession of an empty id succeeded")
+	}
+}
+
+func TestCSPIsStrict(t *testing.T) {
+	a := setup(t, app.Config{})
+	for _, path := range []string{"/console/sign-in", "/console/webhooks", "/console/assets/console.css"} {
+		resp := do(t, a, "GET", path, "", nil)
+		csp := resp.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: CSP %q lacks %q", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") || strings.Contains(csp, "http") {
+			t.Errorf("%s: CSP %q allows inline code or an outside origin", path, csp)
+		}
+	}
+	// No page carries an inline script for the CSP to have to allow.
+	b, _ := io.ReadAll(do(t, a, "GET", "/console/sign-in", "", nil).Body)
+	if regexp.MustCompile(`<script(?:\s[^>]*)?>\s*[^<\s]`).Match(b) || !strings.Contains(string(b), `src="/console/assets/htmx-`) {
+		t.Errorf("sign-in page has an inline script or no embedded htmx:\n%s", b)
+	}
+}
+
+// Sessions live in the store: a session signed in on one process is
+// served by another sharing the database.
+func TestSessionServedByAnotherProcess(t *testing.T) {
+	db := testutil.Postgres(t)
+	a := setup(t, app.Config{DatabaseURL: db})
+	b := setup(t, app.Config{DatabaseURL: db})
+	key, _ := newKey(t, a, "acme", auth.ModeLive)
+	cookie, _ := signIn(t, a, key)
+	resp := do(t, b, "GET", "/console/webhooks", cookie, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `id="tenant">acme<`) {
+		t.Fatalf("the other process answered %d:\n%s", resp.StatusCode, body)
+	}
+}
