@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the servers the test suite starts, when they are missing:
-# PostgreSQL (initdb, pg_ctl, postgres) and redis-server. Tests start their
+# PostgreSQL (initdb, pg_ctl, postgres), redis-server and chromium (the
+# console's browser tests). Tests start their
 # own throwaway instances on random loopback ports; nothing is started here.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ have_postgres() {
 missing=()
 have_postgres || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
