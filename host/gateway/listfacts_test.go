@@ -18,9 +18,9 @@ func TestListFactsFiltersAndPages(t *testing.T) {
 		ctx := t.Context()
 		id := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
 		deposit := str(h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "subtype": "manual",
-			"timestamp": 1_700_000_000_000}).wantStatus(t, 201).data()["id"])
+			"timestamp": 1_700_000_000_000, "data": map[string]any{"amount": "1"}}).wantStatus(t, 201).data()["id"])
 		other := str(h.req("POST", "/v1/entities", h.keyB, validAccount).wantStatus(t, 201).data()["id"])
-		h.req("POST", "/v1/facts", h.keyB, map[string]any{"entity_id": other, "type": "deposit"}).wantStatus(t, 201)
+		h.req("POST", "/v1/facts", h.keyB, map[string]any{"entity_id": other, "type": "deposit", "data": map[string]any{"amount": "1"}}).wantStatus(t, 201)
 		// Entity-less audit facts, as the webhook service writes them.
 		audit := func(tenant, fid, subtype, source string, ts int64) {
 			_, err := h.store.AppendFacts(ctx, []store.Append{{Fact: store.Fact{ID: fid, TenantID: tenant, Type: "webhook",

@@ -251,9 +251,9 @@ func TestFacts(t *testing.T) {
 		if got := r.fieldErrors(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("field errors %v, want %v", got, want)
 		}
-		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "expected_version": 2}).
+		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "expected_version": 2}).
 			wantProblem(t, 409, "conflict", "Conflict", "Entity "+id+" is at version 4, not 2")
-		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "expected_version": 4}).wantStatus(t, 201)
+		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "expected_version": 4}).wantStatus(t, 201)
 		h.req("GET", "/v1/facts/fct_missing", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "Fact fct_missing not found")
 	})
 }
@@ -300,7 +300,7 @@ func TestConfigs(t *testing.T) {
 func TestTenantIsolation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
-		fct := str(h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": ent, "type": "deposit"}).wantStatus(t, 201).data()["id"])
+		fct := str(h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": "1"}}).wantStatus(t, 201).data()["id"])
 		cfg := str(h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "pricing", "settings": map[string]any{}}).wantStatus(t, 201).data()["id"])
 
 		for _, tc := range []struct{ method, path, detail string }{
@@ -359,8 +359,8 @@ func TestIdempotency(t *testing.T) {
 
 		// Facts too.
 		ent := str(first.data()["id"])
-		f1 := h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": ent, "type": "deposit"}, "Idempotency-Key", "f-1").wantStatus(t, 201)
-		f2 := h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": ent, "type": "deposit"}, "Idempotency-Key", "f-1").wantStatus(t, 201)
+		f1 := h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": "1"}}, "Idempotency-Key", "f-1").wantStatus(t, 201)
+		f2 := h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": "1"}}, "Idempotency-Key", "f-1").wantStatus(t, 201)
 		if str(f1.data()["id"]) != str(f2.data()["id"]) {
 			t.Fatal("fact append replay recorded a second fact")
 		}

@@ -23,7 +23,8 @@ type ChangeEnv struct {
 // field with data is not removed, retyped or moved to another slot; a
 // required field is present in every stored entity; a slot holding data
 // keeps holding the same field; a fact type recorded on the type stays
-// declared; a new or changed ledger name resolves. Types that did not
+// declared, and a field of its schema that stored facts have is neither
+// removed nor retyped; a new or changed ledger name resolves. Types that did not
 // change are not looked at again. Problems are returned together as an
 // *Error, each at the new manifest's line and column where it has one;
 // a failing store is returned as a plain wrapped error.
@@ -56,6 +57,13 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 			if !ok {
 				problem(t.pos, "%s.ledger: no built-in ledger or installed plugin is named %q", what, t.Ledger)
 			}
+		}
+		if old != nil {
+			ds, err := checkFactSchemaChange(ctx, old, t, env.Usage)
+			if err != nil {
+				return fmt.Errorf("check domain change: %w", err)
+			}
+			diags = append(diags, ds...)
 		}
 		if unchanged(old, t) {
 			continue

@@ -114,3 +114,64 @@ func parseAs(t *testing.T, file, src string) *manifest.Domain {
 	}
 	return d
 }
+
+const ticketsSchemaV1 = `name: tickets
+version: "1"
+entities:
+  ticket:
+    ledger: generic
+    fields:
+      status: {type: string, required: true, storage: ix_s_1}
+    facts:
+      opened:
+        fields:
+          title: {type: string}
+          hours: {type: number}
+          note: {type: string}
+`
+
+// TestFactSchemaChangesAreCheckedAgainstStoredFacts: one stored "opened"
+// fact with title and hours, and each change of its schema.
+func TestFactSchemaChangesAreCheckedAgainstStoredFacts(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "factline.db"), sqlite.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	open := "open"
+	e := &store.Entity{TenantID: "t1", ID: "tk1", Type: "ticket", Data: json.RawMessage(`{"status":"open"}`), CreatedAt: 1, UpdatedAt: 1}
+	e.Slots.S[0] = &open
+	if err := st.CreateEntity(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.AppendFacts(ctx, []store.Append{{Fact: store.Fact{ID: "f1", TenantID: "t1", EntityID: "tk1", Type: "opened", Timestamp: 1, Data: json.RawMessage(`{"title":"jam","hours":2}`), CreatedAt: 1}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	cur := parse(t, ticketsSchemaV1)
+	env := manifest.ChangeEnv{Usage: st, LedgerInstalled: func(context.Context, string) (bool, error) { return true, nil }}
+	edit := func(pairs ...string) string { return strings.NewReplacer(pairs...).Replace(ticketsSchemaV1) }
+	for _, tc := range []struct {
+		name string
+		next string
+		want string // "" when accepted
+	}{
+		{"unchanged", ticketsSchemaV1, ""},
+		{"adds a field", edit("note: {type: string}", "note: {type: string}\n          due: {type: integer}"), ""},
+		{"retypes a field no fact has", edit("note: {type: string}", "note: {type: object}"), ""},
+		{"removes a field no fact has", edit("          note: {type: string}\n", ""), ""},
+		{"drops the schema", edit("      opened:\n        fields:\n          title: {type: string}\n          hours: {type: number}\n          note: {type: string}\n", "      opened: {}\n"), ""},
+		{"retypes a field with data", edit("hours: {type: number}", "hours: {type: string}"),
+			"new:12:11: entities.ticket.facts.opened.fields.hours: retypes field from number to string, which 1 stored facts have"},
+		{"removes a field with data", edit("          title: {type: string}\n", ""),
+			`new:9:7: entities.ticket.facts.opened: removes field "title", which 1 stored facts have`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := manifest.CheckChange(ctx, cur, parseAs(t, "new", tc.next), env)
+			if g := errString(err); g != tc.want {
+				t.Errorf("problems:\n%s\nwant:\n%s", g, tc.want)
+			}
+		})
+	}
+}

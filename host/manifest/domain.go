@@ -37,7 +37,10 @@ type EntityType struct {
 	Description string
 	// Fields in declaration order.
 	Fields []Field
-	Facts  []string
+	// Facts names the fact types in declaration order; FactTypes holds
+	// their declarations (with their schemas, if any) by name.
+	Facts     []string
+	FactTypes map[string]*FactType
 
 	// pos and factPos locate the declaration and its fact types, for the
 	// problems of merging layers (see Layer).
@@ -206,19 +209,7 @@ func (c *checker) entityType(name string, n *yaml.Node) *EntityType {
 		c.at(n, "%s: missing required key %q", what, "fields")
 	}
 	if ff, ok := f["facts"]; ok {
-		facts, nodes := c.strList(ff.value, what+".facts")
-		seen := map[string]bool{}
-		for i, ft := range facts {
-			if !identRe.MatchString(ft) {
-				c.at(nodes[i], "%s.facts: fact type %q must be lowercase letters, digits and underscores", what, ft)
-			}
-			if seen[ft] {
-				c.at(nodes[i], "%s.facts: duplicate fact type %q", what, ft)
-			}
-			seen[ft] = true
-			t.factPos = append(t.factPos, c.pos(nodes[i]))
-		}
-		t.Facts = facts
+		c.factTypes(t, ff.value, what)
 	} else {
 		c.at(n, "%s: missing required key %q", what, "facts")
 	}

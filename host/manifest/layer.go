@@ -101,10 +101,20 @@ func (c *checker) redeclare(prev, t *EntityType) *EntityType {
 			}
 		}
 	}
+	c.redeclareFactTypes(prev, t)
 	if len(c.diags) > n {
 		return nil
 	}
 	merged := *prev
+	merged.FactTypes = make(map[string]*FactType, len(prev.FactTypes)+len(t.FactTypes))
+	for k, v := range prev.FactTypes {
+		merged.FactTypes[k] = v
+	}
+	for k, v := range t.FactTypes {
+		if _, ok := merged.FactTypes[k]; !ok {
+			merged.FactTypes[k] = v
+		}
+	}
 	merged.Facts = slices.Clone(prev.Facts)
 	merged.factPos = slices.Clone(prev.factPos)
 	for i, ft := range t.Facts {

@@ -40,6 +40,7 @@ func DocsHTML(doc *openapi3.T) ([]byte, error) {
 		}
 	}
 	p.Groups = groups(doc)
+	p.Events = eventViews(doc)
 	if doc.Components != nil {
 		for _, name := range sortedKeys(doc.Components.Schemas) {
 			p.Schemas = append(p.Schemas, namedSchema{Name: name, Anchor: schemaAnchor(name), Schema: view(doc.Components.Schemas[name], 0, 1)})
@@ -59,6 +60,7 @@ type pageView struct {
 	Schemes                 []schemeView
 	Groups                  []groupView
 	Schemas                 []namedSchema
+	Events                  []eventView
 }
 
 type schemeView struct{ Name, Text, Description string }
@@ -542,7 +544,7 @@ section.schemas > div { border-top: 1px solid var(--line); padding: 8px 0; }
 <div class="layout">
 <nav aria-label="Operations">
 <strong>{{.Title}}</strong>
-<ul><li><a href="#authentication">Authentication</a></li><li><a href="#schemas">Schemas</a></li></ul>
+<ul><li><a href="#authentication">Authentication</a></li>{{if .Events}}<li><a href="#events">Event catalog</a></li>{{end}}<li><a href="#schemas">Schemas</a></li></ul>
 {{range .Groups}}<h2><a href="#{{.Anchor}}">{{.Name}}</a></h2>
 <ul>{{range .Ops}}<li><a href="#{{.Anchor}}"><span class="mono">{{.Method}}</span> {{.Path}}</a></li>{{end}}</ul>
 {{end}}
@@ -584,7 +586,18 @@ section.schemas > div { border-top: 1px solid var(--line); padding: 8px 0; }
 </article>
 {{end}}</section>
 {{end}}
-<section id="schemas" class="schemas">
+{{if .Events}}<section id="events">
+<h2 class="group">Event catalog</h2>
+<p>The fact types of every entity type and the fields of their data. A fact whose data breaks its type's fields is refused (validation-failed); a fact type without fields takes any object.</p>
+{{range .Events}}<article class="op" id="{{.Anchor}}">
+<h3><code>{{.Name}}</code></h3>
+{{if .Description}}<p>{{.Description}}</p>{{end}}
+<table><thead><tr><th>Fact type</th><th>Data</th></tr></thead><tbody>
+{{range .Facts}}<tr><td><code>{{.Name}}</code></td><td>{{if .Description}}<div class="desc">{{.Description}}</div>{{end}}{{if .Schema}}{{template "schema" .Schema}}{{else}}<span class="notes">any object</span>{{end}}</td></tr>
+{{end}}</tbody></table>
+</article>
+{{end}}</section>
+{{end}}<section id="schemas" class="schemas">
 <h2 class="group">Schemas</h2>
 {{range .Schemas}}<div id="{{.Anchor}}"><h3><code>{{.Name}}</code></h3>{{template "schema" .Schema}}</div>
 {{end}}</section>

@@ -104,6 +104,7 @@ func Generate(gw *manifest.Gateway, domain *manifest.Domain, opts Options) (*ope
 	}
 	b.fixedSchemas()
 	b.entityTypeSchemas()
+	b.factTypeSchemas()
 	b.fixedResponses()
 	// Platform operation ids are fixed names and claimed first, so a
 	// manifest route can never take one of them.

@@ -105,7 +105,7 @@ func (b *builder) platform() {
 		prop{"type", str("Fact type; the entity's type must declare it (else validation-failed).")},
 		prop{"subtype", str("Optional refinement (lowercase letters, digits and underscores).")},
 		prop{"timestamp", millis("When it happened; defaults to now")},
-		prop{"data", freeObject("The fact's payload.")},
+		prop{"data", freeObject("The fact's payload. A fact type with a schema takes the members of its <entity type>.<fact type>.Data component (listed in x-event-catalog); data that breaks it is a validation-failed listing every field error (data.<member>).")},
 		prop{"source_id", str("Caller's id of the fact's origin.")},
 		prop{"trace_id", str("Trace id; defaults to the request id.")},
 		prop{"expected_version", positive("When sent, the entity must be at this version (else 409).")},

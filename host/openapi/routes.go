@@ -228,7 +228,7 @@ func routeExtension(r *manifest.Route) map[string]any {
 func (b *builder) emitRequest(r *manifest.Route, fromPath bool) *openapi3.SchemaRef {
 	props := []prop{
 		{"factType", enum("The route's fact type; may be omitted.", r.FactType)},
-		{"data", freeObject("The fact's payload.")},
+		{"data", b.factData(r.Entity, r.FactType)},
 		{"subtype", str("Optional refinement of the fact type (lowercase letters, digits and underscores).")},
 		{"timestamp", millis("When it happened; defaults to now")},
 		{"source_id", str("Caller's id of the fact's origin.")},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/ledger"
+	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
 )
@@ -75,6 +76,11 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	}
 	if in.Data == nil {
 		in.Data = map[string]any{}
+	}
+	// The schema is checked before the ledger is called, so a client sees
+	// every field error at once and nothing is decided on bad data.
+	if errs := validateFactData(t.FactSchema(in.Type), in.Data, "data."); len(errs) > 0 {
+		return nil, problem.Validation(errs)
 	}
 	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: mustJSON(in.Data)})
 	facts, _, err := s.Execute(ctx, tenant, e, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID, FactID: in.ID}, in.ExpectedVersion)
@@ -148,7 +154,7 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 		if pin == 0 && l.StateDependent() {
 			pin = e.Version
 		}
-		items, err := s.factItems(ctx, tenant, e, t.AllowsFact, l, dec.Facts, prov, pin, cmd.Now)
+		items, err := s.factItems(ctx, tenant, e, t, l, dec.Facts, prov, pin, cmd.Now)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -194,12 +200,15 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 	}
 }
 
-func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity, allowed func(string) bool, l ledger.Ledger, decided []ledger.NewFact, prov Provenance, pin, now int64) ([]store.Append, error) {
+func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity, t *manifest.EntityType, l ledger.Ledger, decided []ledger.NewFact, prov Provenance, pin, now int64) ([]store.Append, error) {
 	items := make([]store.Append, len(decided))
 	state := e.State
 	for i, nf := range decided {
-		if !allowed(nf.Type) {
+		if !t.AllowsFact(nf.Type) {
 			return nil, storeErr("decide", fmt.Errorf("ledger %s decided fact type %q, which entity type %s does not declare", l.Name(), nf.Type, e.Type))
+		}
+		if err := checkDecidedFact(l.Name(), t.FactSchema(nf.Type), nf); err != nil {
+			return nil, err
 		}
 		ts := nf.Timestamp
 		if ts == 0 {
@@ -243,6 +252,29 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		items[len(items)-1].State = state
 	}
 	return items, nil
+}
+
+// checkDecidedFact checks a fact a ledger decided against its type's
+// schema. A fact that does not fit is refused like a ledger refusal (422
+// unprocessable, listing every field error): the request was well formed,
+// but what the ledger made of it cannot be recorded. Nothing is stored.
+func checkDecidedFact(ledgerName string, schema *manifest.FactSchema, nf ledger.NewFact) error {
+	if schema == nil {
+		return nil
+	}
+	data := map[string]any{}
+	if len(nf.Data) > 0 {
+		var err error
+		if data, err = DecodeObject(nf.Data); err != nil {
+			return storeErr("decide", fmt.Errorf("ledger %s decided a %s fact whose data is not an object: %w", ledgerName, nf.Type, err))
+		}
+	}
+	errs := validateFactData(schema, data, "data.")
+	if len(errs) == 0 {
+		return nil
+	}
+	return &problem.Error{Kind: problem.Unprocessable, Errors: errs,
+		Detail: fmt.Sprintf("Ledger %s decided a %s fact that does not fit the schema of %s", ledgerName, nf.Type, nf.Type)}
 }
 
 func decideErr(err error) error {

@@ -470,6 +470,9 @@ type DomainUsageStore interface {
 	// FactTypeInUse reports whether a fact of factType is recorded on an
 	// entity of entityType.
 	FactTypeInUse(ctx context.Context, entityType, factType string) (bool, error)
+	// FactTypeKeys counts, per top-level key of the data of the facts of
+	// factType recorded on entities of entityType, the facts that have it.
+	FactTypeKeys(ctx context.Context, entityType, factType string) (map[string]int64, error)
 
 	// PutDomainLayer stores a domain manifest installed through the admin
 	// API, replacing one of the same name.

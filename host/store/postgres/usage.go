@@ -62,6 +62,29 @@ func (s *Store) FactTypeInUse(ctx context.Context, entityType, factType string) 
 	return used, nil
 }
 
+// FactTypeKeys counts the data keys of the facts of factType recorded on
+// entities of entityType, in any tenant.
+func (s *Store) FactTypeKeys(ctx context.Context, entityType, factType string) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT k, count(*) FROM facts, jsonb_object_keys(data) AS k WHERE entity_type = $1 AND type = $2 AND jsonb_typeof(data) = 'object' GROUP BY k`, entityType, factType)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
+	}
+	defer rows.Close()
+	keys := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, fmt.Errorf("postgres: data keys of fact type %s of %s: %w", factType, entityType, err)
+		}
+		keys[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
+	}
+	return keys, nil
+}
+
 // PutDomainLayer stores a domain manifest, replacing one of the same name.
 func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer) error {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO domain_layers (name, source, sha256, updated_at) VALUES ($1, $2, $3, $4)

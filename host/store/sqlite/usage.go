@@ -63,6 +63,29 @@ func (s *Store) FactTypeInUse(ctx context.Context, entityType, factType string) 
 	return used, nil
 }
 
+// FactTypeKeys counts the data keys of the facts of factType recorded on
+// entities of entityType, in any tenant.
+func (s *Store) FactTypeKeys(ctx context.Context, entityType, factType string) (map[string]int64, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT j.key, count(*) FROM facts, json_each(facts.data) AS j WHERE facts.entity_type = ? AND facts.type = ? AND json_type(facts.data) = 'object' GROUP BY j.key`, entityType, factType)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
+	}
+	defer rows.Close()
+	keys := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: data keys of fact type %s of %s: %w", factType, entityType, err)
+		}
+		keys[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
+	}
+	return keys, nil
+}
+
 // PutDomainLayer stores a domain manifest, replacing one of the same name.
 func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {

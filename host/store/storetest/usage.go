@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 var usageTests = []test{
 	{"EntityTypeUsage", testEntityTypeUsage},
 	{"FactTypeInUse", testFactTypeInUse},
+	{"FactTypeKeys", testFactTypeKeys},
 	{"DomainLayers", testDomainLayers},
 }
 
@@ -69,6 +71,36 @@ func testFactTypeInUse(t *testing.T, open Factory) {
 		if used != tc.want {
 			t.Errorf("FactTypeInUse(%s, %s) = %v, want %v", tc.entityType, tc.factType, used, tc.want)
 		}
+	}
+}
+
+// testFactTypeKeys: counts span tenants and only the asked entity and
+// fact type.
+func testFactTypeKeys(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	keys, err := s.FactTypeKeys(ctx, "ticket", "opened")
+	noErr(t, err, "FactTypeKeys of nothing")
+	if len(keys) != 0 {
+		t.Fatalf("keys of an unused fact type: %v", keys)
+	}
+	createEntity(t, s, newEntity("t1", "e1", "ticket"))
+	createEntity(t, s, newEntity("t2", "e1", "ticket"))
+	createEntity(t, s, newEntity("t1", "e2", "account"))
+	for i, tc := range []struct{ tenant, entity, typ, data string }{
+		{"t1", "e1", "opened", `{"title":"x","hours":2}`},
+		{"t2", "e1", "opened", `{"title":"y"}`},
+		{"t1", "e1", "closed", `{"reason":"done"}`},
+		{"t1", "e2", "opened", `{"amount":"1"}`}, // another entity type
+	} {
+		f := newFact(tc.tenant, tc.entity, fmt.Sprintf("f%d", i))
+		f.Type, f.Data = tc.typ, raw(tc.data)
+		appendOne(t, s, f)
+	}
+	keys, err = s.FactTypeKeys(ctx, "ticket", "opened")
+	noErr(t, err, "FactTypeKeys")
+	if want := map[string]int64{"title": 2, "hours": 1}; !maps.Equal(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
 	}
 }
 
