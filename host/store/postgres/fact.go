@@ -325,30 +325,9 @@ func (s *Store) ListFacts(ctx context.Context, f store.FactFilter) ([]store.Fact
 // listFactsQuery is the statement of ListFacts (its plans are tested).
 func listFactsQuery(f store.FactFilter) (string, []any) {
 	sql, args := `SELECT `+factColumns+` FROM facts WHERE tenant_id = $1`, []any{f.TenantID}
-	and := func(cond string, v any) {
-		args = append(args, v)
-		sql += ` AND ` + cond + ` $` + strconv.Itoa(len(args))
-	}
-	if f.Type != "" {
-		and(`type =`, f.Type)
-		if f.Subtype != "" {
-			and(`subtype =`, f.Subtype)
-		}
-	}
-	if f.SourceID != "" {
-		and(`source_id =`, f.SourceID)
-	}
-	if f.EntityID != "" {
-		and(`entity_id =`, f.EntityID)
-	}
-	if f.From != 0 {
-		and(`timestamp >=`, f.From)
-	}
-	if f.To != 0 {
-		and(`timestamp <=`, f.To)
-	}
-	if f.AfterPosition > 0 {
-		and(`position >`, f.AfterPosition)
+	for _, c := range f.Conds() {
+		args = append(args, c.Arg)
+		sql += ` AND ` + c.SQL + ` $` + strconv.Itoa(len(args))
 	}
 	args = append(args, limitArg(f.Limit))
 	return sql + ` ORDER BY position LIMIT $` + strconv.Itoa(len(args)), args
@@ -374,17 +353,9 @@ func (s *Store) ScanFacts(ctx context.Context, q store.FactScan, fn func(*store.
 	}
 	sql := `SELECT ` + factColumns + ` FROM facts WHERE tenant_id = $1 AND type = ANY($2::text[])`
 	args := []any{q.TenantID, q.Types}
-	if q.EntityType != "" {
-		args = append(args, q.EntityType)
-		sql += ` AND entity_type = $` + strconv.Itoa(len(args))
-	}
-	if q.From != 0 {
-		args = append(args, q.From)
-		sql += ` AND timestamp >= $` + strconv.Itoa(len(args))
-	}
-	if q.To != 0 {
-		args = append(args, q.To)
-		sql += ` AND timestamp <= $` + strconv.Itoa(len(args))
+	for _, c := range q.Conds() {
+		args = append(args, c.Arg)
+		sql += ` AND ` + c.SQL + ` $` + strconv.Itoa(len(args))
 	}
 	rows, err := s.pool.Query(ctx, sql+` ORDER BY timestamp, position`, args...)
 	if err != nil {

@@ -185,30 +185,9 @@ func (s *Store) ListFacts(ctx context.Context, f store.FactFilter) ([]store.Fact
 		return nil, errors.New("sqlite: list facts: a tenant is required")
 	}
 	sql, args := `SELECT `+factColumns+` FROM facts WHERE tenant_id = ?`, []any{f.TenantID}
-	and := func(cond string, v any) {
-		args = append(args, v)
-		sql += ` AND ` + cond + ` ?`
-	}
-	if f.Type != "" {
-		and(`type =`, f.Type)
-		if f.Subtype != "" {
-			and(`subtype =`, f.Subtype)
-		}
-	}
-	if f.SourceID != "" {
-		and(`source_id =`, f.SourceID)
-	}
-	if f.EntityID != "" {
-		and(`entity_id =`, f.EntityID)
-	}
-	if f.From != 0 {
-		and(`timestamp >=`, f.From)
-	}
-	if f.To != 0 {
-		and(`timestamp <=`, f.To)
-	}
-	if f.AfterPosition > 0 {
-		and(`position >`, f.AfterPosition)
+	for _, c := range f.Conds() {
+		args = append(args, c.Arg)
+		sql += ` AND ` + c.SQL + ` ?`
 	}
 	args = append(args, sqlLimit(f.Limit))
 	facts, err := s.queryFacts(ctx, sql+` ORDER BY position LIMIT ?`, args...)
@@ -240,17 +219,9 @@ func (s *Store) ScanFacts(ctx context.Context, q store.FactScan, fn func(*store.
 	for _, t := range q.Types {
 		args = append(args, t)
 	}
-	if q.EntityType != "" {
-		query += ` AND entity_type = ?`
-		args = append(args, q.EntityType)
-	}
-	if q.From != 0 {
-		query += ` AND timestamp >= ?`
-		args = append(args, q.From)
-	}
-	if q.To != 0 {
-		query += ` AND timestamp <= ?`
-		args = append(args, q.To)
+	for _, c := range q.Conds() {
+		args = append(args, c.Arg)
+		query += ` AND ` + c.SQL + ` ?`
 	}
 	rows, err := s.r.QueryContext(ctx, query+` ORDER BY timestamp, position`, args...)
 	if err != nil {
