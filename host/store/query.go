@@ -44,6 +44,21 @@ func (q *FactScan) Conds() []Cond {
 	return append(cs, timeConds(q.From, q.To)...)
 }
 
+// Conds returns the conditions f adds to its tenant's latest versions.
+func (f *ConfigFilter) Conds() []Cond {
+	var cs []Cond
+	if f.Type != "" {
+		cs = append(cs, Cond{`type =`, f.Type})
+	}
+	if f.Status != "" {
+		cs = append(cs, Cond{`status =`, f.Status})
+	}
+	if f.AfterID != "" {
+		cs = append(cs, Cond{`id >`, f.AfterID})
+	}
+	return cs
+}
+
 func timeConds(from, to int64) []Cond {
 	var cs []Cond
 	if from != 0 {

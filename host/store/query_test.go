@@ -37,3 +37,11 @@ func TestFactScanConds(t *testing.T) {
 		t.Errorf("Conds() = %v, want %v", got, want)
 	}
 }
+
+func TestConfigFilterConds(t *testing.T) {
+	f := store.ConfigFilter{TenantID: "t", Type: "webhook", Status: "active", AfterID: "cfg_1"}
+	want := []store.Cond{{SQL: "type =", Arg: "webhook"}, {SQL: "status =", Arg: "active"}, {SQL: "id >", Arg: "cfg_1"}}
+	if got := f.Conds(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Conds() = %v, want %v", got, want)
+	}
+}
