@@ -1,5 +1,7 @@
 // Package teststore opens real stores of either backend for tests, so a
 // test written once runs against Postgres and the embedded SQLite store.
+// Every location starts as a copy of a database migrated once per test
+// binary.
 package teststore
 
 import (
