@@ -9,9 +9,13 @@
 //	func TestMain(m *testing.M) { testutil.Main(m) }
 //
 // Every call of [Postgres] creates a fresh, empty database (CREATE DATABASE)
-// that is dropped when the test ends; every call of [Redis] gets a logical
-// database of its own, flushed before and after use. Tests can therefore run
-// in parallel against one server.
+// that is dropped when the test ends; [PostgresFrom] creates it as a copy
+// of a template prepared once per binary (a migrated schema, say). Every
+// call of [Redis] gets a logical database of its own, flushed before and
+// after use. Tests can therefore run in parallel against one server. The
+// PostgreSQL server keeps its files in /dev/shm where the machine has it
+// ([PostgresDurable]'s stays on disk): creating a database is then a copy
+// in memory.
 //
 // Environment:
 //

@@ -27,8 +27,8 @@ var servers = struct {
 	mu      sync.Mutex
 	main    bool
 	stopped bool
-	stops   []func() error // in start order; run in reverse
-	swept   bool
+	stops   []func() error  // in start order; run in reverse
+	swept   map[string]bool // base directories swept of stale servers
 }{}
 
 // Main runs the tests of m, then stops every server this binary started and
@@ -108,12 +108,28 @@ func stopAll() error {
 }
 
 // newServerDir creates a private directory for one server and records this
-// process as its owner before anything else can find it.
-func newServerDir(kind string) (string, error) {
-	base, err := tempBase()
+// process as its owner before anything else can find it. inMemory asks for
+// a memory-backed file system (/dev/shm) when there is one.
+func newServerDir(kind string, inMemory bool) (string, error) {
+	tempDir, err := tempBase()
 	if err != nil {
 		return "", err
 	}
+	sweepOnce(tempDir)
+	base := tempDir
+	if inMemory {
+		if m, ok := memoryBase(); ok {
+			base = m
+		}
+	}
+	dir, err := serverDirIn(base, kind)
+	if err != nil && base != tempDir {
+		dir, err = serverDirIn(tempDir, kind) // /dev/shm refused us
+	}
+	return dir, err
+}
+
+func serverDirIn(base, kind string) (string, error) {
 	sweepOnce(base)
 	dir, err := os.MkdirTemp(base, dirPrefix+kind+"-")
 	if err != nil {
@@ -138,6 +154,17 @@ func tempBase() (string, error) {
 		return "/tmp", nil
 	}
 	return "", fmt.Errorf("neither %s nor /tmp is searchable by other users", base)
+}
+
+// memoryBase returns /dev/shm when it is a directory other users can
+// search (the postgres user, as root).
+func memoryBase() (string, bool) {
+	const shm = "/dev/shm"
+	fi, err := os.Stat(shm)
+	if err != nil || !fi.IsDir() || !worldSearchable(shm) {
+		return "", false
+	}
+	return shm, true
 }
 
 // worldSearchable reports whether every directory on the path to dir lets
@@ -207,11 +234,14 @@ func ownerAlive(content string) bool {
 // sweepOnce runs sweepStale the first time a server is started.
 func sweepOnce(base string) {
 	servers.mu.Lock()
-	if servers.swept {
+	if servers.swept[base] {
 		servers.mu.Unlock()
 		return
 	}
-	servers.swept = true
+	if servers.swept == nil {
+		servers.swept = make(map[string]bool)
+	}
+	servers.swept[base] = true
 	servers.mu.Unlock()
 	sweepStale(base)
 }

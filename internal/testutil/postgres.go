@@ -36,6 +36,21 @@ var pgFastSettings = []string{"fsync=off", "synchronous_commit=off", "full_page_
 type pgServer struct {
 	admin *pgxpool.Pool // on the maintenance database, for CREATE/DROP DATABASE
 	base  url.URL       // the server's URL; the path is replaced per database
+	// createWith ends every CREATE DATABASE: STRATEGY FILE_COPY on a server
+	// this binary started (PostgreSQL 15+), which copies a small database
+	// faster than writing it through the WAL.
+	createWith string
+
+	mu        sync.Mutex
+	templates map[string]*pgTemplate // by key, see PostgresFrom
+}
+
+// pgTemplate is a database prepared once and copied by CREATE DATABASE ...
+// TEMPLATE for every test that asks for it.
+type pgTemplate struct {
+	once sync.Once
+	name string
+	err  error
 }
 
 // pgLazy starts a server on first use and remembers the outcome, so a server
@@ -70,6 +85,66 @@ func PostgresDurable(t testing.TB) string {
 	return postgresDB(t, &pgDurable, true)
 }
 
+// PostgresFrom is [Postgres] for a database that starts as prepare leaves
+// one: prepare runs once per test binary and key, on a database of its
+// own that then serves as the template every call copies (CREATE DATABASE
+// ... TEMPLATE, much faster than preparing each, migrations say). prepare
+// must close its connections before it returns; a failed prepare fails
+// every test of the key with its error.
+func PostgresFrom(t testing.TB, key string, prepare func(ctx context.Context, url string) error) string {
+	t.Helper()
+	requireMain(t)
+	srv, err := pgFast.get(false)
+	if err != nil {
+		t.Fatalf("testutil: PostgreSQL: %v", err)
+	}
+	tmpl, err := srv.template(key, prepare)
+	if err != nil {
+		t.Fatalf("testutil: PostgreSQL template %s: %v", key, err)
+	}
+	return srv.createDB(t, tmpl)
+}
+
+// template returns the name of the key's template database, preparing it on
+// first use.
+func (s *pgServer) template(key string, prepare func(ctx context.Context, url string) error) (string, error) {
+	s.mu.Lock()
+	if s.templates == nil {
+		s.templates = make(map[string]*pgTemplate)
+	}
+	tp := s.templates[key]
+	if tp == nil {
+		tp = &pgTemplate{}
+		s.templates[key] = tp
+	}
+	s.mu.Unlock()
+	tp.once.Do(func() {
+		name := fmt.Sprintf("factline_template_%d_%s_%s", os.Getpid(), key, randomHex(4))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		ident := pgx.Identifier{name}.Sanitize()
+		if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident+s.createWith); err != nil {
+			tp.err = fmt.Errorf("create database %s: %w", name, err)
+			return
+		}
+		// An external server keeps what this binary leaves behind.
+		onStop(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
+			return err
+		})
+		u := s.base
+		u.Path = "/" + name
+		if err := prepare(ctx, u.String()); err != nil {
+			tp.err = fmt.Errorf("prepare: %w", err)
+			return
+		}
+		tp.name = name
+	})
+	return tp.name, tp.err
+}
+
 func postgresDB(t testing.TB, lazy *pgLazy, durable bool) string {
 	t.Helper()
 	requireMain(t)
@@ -77,21 +152,33 @@ func postgresDB(t testing.TB, lazy *pgLazy, durable bool) string {
 	if err != nil {
 		t.Fatalf("testutil: PostgreSQL: %v", err)
 	}
+	return srv.createDB(t, "")
+}
+
+// createDB creates a database, a copy of template when it is not empty,
+// and drops it when the test ends.
+func (s *pgServer) createDB(t testing.TB, template string) string {
+	t.Helper()
 	name := fmt.Sprintf("factline_test_%d_%d_%s", os.Getpid(), dbSerial.Add(1), randomHex(4))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		sql += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	sql += s.createWith
+	if _, err := s.admin.Exec(ctx, sql); err != nil {
 		t.Fatalf("testutil: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		// FORCE ends connections the test left open.
-		if _, err := srv.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if _, err := s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			t.Logf("testutil: drop database %s: %v", name, err)
 		}
 	})
-	u := srv.base
+	u := s.base
 	u.Path = "/" + name
 	return u.String()
 }
@@ -156,7 +243,10 @@ func startPostgres(durable bool) (srv *pgServer, err error) {
 	if durable {
 		kind = "pgdurable"
 	}
-	dir, err := newServerDir(kind)
+	// The fast server lives in memory where it can: CREATE DATABASE, the
+	// bulk of a test's setup, then copies files in memory, not on a disk
+	// other test binaries keep busy.
+	dir, err := newServerDir(kind, !durable)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +346,12 @@ func startPostgres(durable bool) (srv *pgServer, err error) {
 	}
 	onStop(func() error { pool.Close(); return stop() })
 	u.Path = ""
-	return &pgServer{admin: pool, base: u}, nil
+	srv = &pgServer{admin: pool, base: u}
+	var version int
+	if pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version) == nil && version >= 150000 {
+		srv.createWith = " STRATEGY FILE_COPY"
+	}
+	return srv, nil
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -215,7 +215,7 @@ func startRedis() (srv *redisServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := newServerDir("redis")
+	dir, err := newServerDir("redis", false)
 	if err != nil {
 		return nil, err
 	}

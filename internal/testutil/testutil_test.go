@@ -3,6 +3,8 @@ package testutil_test
 import (
 	"context"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +63,69 @@ func TestPostgresFreshDatabasePerCall(t *testing.T) {
 			t.Fatalf("%s: %v", url, err)
 		}
 		conn.Close(ctx)
+	}
+}
+
+// TestPostgresFromCopiesTheTemplate: prepare runs once per key; every call
+// gets a database of its own that starts as prepare left the template.
+func TestPostgresFromCopiesTheTemplate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var prepared atomic.Int32
+	prepare := func(ctx context.Context, url string) error {
+		prepared.Add(1)
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "CREATE TABLE seeded (id int PRIMARY KEY); INSERT INTO seeded VALUES (1)")
+		return err
+	}
+	a, b := testutil.PostgresFrom(t, "copies", prepare), testutil.PostgresFrom(t, "copies", prepare)
+	if a == b {
+		t.Fatalf("two calls returned the same database %s", a)
+	}
+	if n := prepared.Load(); n != 1 {
+		t.Errorf("prepare ran %d times, want once", n)
+	}
+	for i, url := range []string{a, b} {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		// A row written to the first copy is not in the second.
+		if _, err := conn.Exec(ctx, "INSERT INTO seeded VALUES (2)"); err != nil {
+			t.Fatalf("copy %d: %v", i, err)
+		}
+		var rows int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM seeded").Scan(&rows); err != nil || rows != 2 {
+			t.Errorf("copy %d holds %d rows, %v; want the seeded one and its own", i, rows, err)
+		}
+	}
+}
+
+// TestPostgresDataInMemory: the fast server keeps its files in /dev/shm
+// where the machine has it, so creating a database copies no files to disk.
+func TestPostgresDataInMemory(t *testing.T) {
+	t.Parallel()
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() || os.Getenv("FACTLINE_TEST_DATABASE_URL") != "" {
+		t.Log("no /dev/shm or an external server: nothing to check")
+		return
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testutil.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var dir string
+	if err := conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(dir, "/dev/shm/") {
+		t.Errorf("data directory %s, want one under /dev/shm", dir)
 	}
 }
 

@@ -177,17 +177,9 @@ func (s *Store) ListConfigs(ctx context.Context, f store.ConfigFilter) ([]store.
 	var q strings.Builder
 	q.WriteString(`SELECT ` + configColumns + ` FROM configs WHERE tenant_id = $1 AND superseded_at IS NULL`)
 	args := []any{f.TenantID}
-	if f.Type != "" {
-		args = append(args, f.Type)
-		fmt.Fprintf(&q, ` AND type = $%d`, len(args))
-	}
-	if f.Status != "" {
-		args = append(args, f.Status)
-		fmt.Fprintf(&q, ` AND status = $%d`, len(args))
-	}
-	if f.AfterID != "" {
-		args = append(args, f.AfterID)
-		fmt.Fprintf(&q, ` AND id > $%d`, len(args))
+	for _, c := range f.Conds() {
+		args = append(args, c.Arg)
+		fmt.Fprintf(&q, ` AND %s $%d`, c.SQL, len(args))
 	}
 	args = append(args, limitArg(f.Limit))
 	fmt.Fprintf(&q, ` ORDER BY id LIMIT $%d`, len(args))

@@ -14,11 +14,11 @@
 //     positions are gapless and commit order is position order.
 //   - AppendFacts costs two round trips plus BEGIN and COMMIT, whatever the
 //     batch size: one pipelined batch locks the head, locks the entity rows
-//     and looks up the fact ids; the items are then decided in Go (every
-//     row they depend on is locked, so the decisions cannot go stale); one
-//     more batch writes all entity updates, all facts (one INSERT over
-//     unnest), the new head and a NOTIFY. A failing item simply is not
-//     written; no savepoints are needed.
+//     and looks up the fact ids; store.DecideAppends then decides the
+//     items (every row they depend on is locked, so the decisions cannot
+//     go stale); one more batch writes all entity updates, all facts (one
+//     INSERT over unnest), the new head and a NOTIFY. A failing item simply
+//     is not written; no savepoints are needed.
 //   - SubscribeFacts listens on the channel factline_facts over a dedicated
 //     connection that reconnects on failure, so a commit in any process
 //     wakes the subscribers of every process; commits made by this Store

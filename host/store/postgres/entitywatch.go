@@ -228,7 +228,7 @@ func (e *entityWatch) catchUp(ctx context.Context, pos *int64) error {
 		e.mu.Lock()
 		if e.synced == conn && !e.ended {
 			for _, k := range keys {
-				e.w.EntityChanged(k.tenant, k.id)
+				e.w.EntityChanged(k.TenantID, k.ID)
 			}
 		}
 		e.mu.Unlock()
@@ -243,7 +243,7 @@ func (e *entityWatch) catchUp(ctx context.Context, pos *int64) error {
 // changedBatch of them, in position order) and returns their entities
 // without repeats, the position of the last fact read (after itself when
 // there is none) and how many facts it read.
-func (s *Store) changedEntities(ctx context.Context, after int64) (keys []entityKey, last int64, n int, err error) {
+func (s *Store) changedEntities(ctx context.Context, after int64) (keys []store.EntityKey, last int64, n int, err error) {
 	qctx, cancel := context.WithTimeout(ctx, watchQueryTimeout)
 	defer cancel()
 	rows, err := s.pool.Query(qctx, `SELECT position, tenant_id, COALESCE(entity_id, '') FROM facts
@@ -252,15 +252,15 @@ WHERE position > $1 ORDER BY position LIMIT $2`, after, changedBatch)
 		return nil, after, 0, fmt.Errorf("read changed entities: %w", err)
 	}
 	defer rows.Close()
-	seen := map[entityKey]bool{}
+	seen := map[store.EntityKey]bool{}
 	last = after
 	for rows.Next() {
-		var k entityKey
-		if err := rows.Scan(&last, &k.tenant, &k.id); err != nil {
+		var k store.EntityKey
+		if err := rows.Scan(&last, &k.TenantID, &k.ID); err != nil {
 			return nil, after, 0, fmt.Errorf("read changed entities: %w", err)
 		}
 		n++
-		if k.id != "" && !seen[k] {
+		if k.ID != "" && !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/store/postgres"
+	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -96,7 +97,7 @@ func (r *recorder) quietFor(t *testing.T, d time.Duration) {
 // snapshots and appended facts, and of nothing that changed no entity.
 func TestWatchEntities(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
@@ -164,7 +165,7 @@ func TestWatchEntities(t *testing.T) {
 // later ones are reported again.
 func TestWatchEntitiesReconnects(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
@@ -196,7 +197,7 @@ WHERE datname = current_database() AND query = 'LISTEN factline_facts'`).Scan(&k
 // Resync(false), and a watch cannot start on a closed store.
 func TestWatchEntitiesClose(t *testing.T) {
 	t.Parallel()
-	s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{Logger: quiet})
+	s, err := postgres.Open(t.Context(), teststore.Postgres(t), postgres.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestWatchEntitiesClose(t *testing.T) {
 // still reported one by one.
 func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
@@ -250,7 +251,7 @@ func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 // and it comes back live once the path does.
 func TestWatchEntitiesSilentConnection(t *testing.T) {
 	t.Parallel()
-	direct := testutil.Postgres(t)
+	direct := teststore.Postgres(t)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)

@@ -72,21 +72,6 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bi
 	notifyFacts = `SELECT pg_notify('` + notifyChannel + `', $1)`
 )
 
-// entityKey identifies an entity across tenants.
-type entityKey struct{ tenant, id string }
-
-// entityRow is an entity locked by an AppendFacts transaction, as the
-// batch's items leave it.
-type entityRow struct {
-	typ      string
-	version  int64
-	factSeq  int64
-	touched  bool
-	setState bool
-	state    json.RawMessage
-	maxAt    int64 // latest CreatedAt of its facts in this batch
-}
-
 // AppendFacts appends the items in one transaction.
 //
 // Every AppendFacts transaction first locks the fact_head row and keeps it
@@ -106,19 +91,8 @@ type entityRow struct {
 // once, all facts in one INSERT, the head moved by their number, and a
 // NOTIFY. No savepoints are needed.
 func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
-	for i, it := range items {
-		f := it.Fact
-		if f.ID == "" || f.TenantID == "" {
-			return nil, fmt.Errorf("postgres: append facts: item %d: fact id and tenant are required", i)
-		}
-		if err := errors.Join(f.Check(), store.CheckJSON("state", it.State)); err != nil {
-			return nil, fmt.Errorf("postgres: append facts: item %d: %w", i, err)
-		}
-		if it.Outbox != nil {
-			if err := it.Outbox.Check(); err != nil {
-				return nil, fmt.Errorf("postgres: append facts: item %d: outbox: %w", i, err)
-			}
-		}
+	if err := store.CheckAppends(items); err != nil {
+		return nil, fmt.Errorf("postgres: append facts: %w", err)
 	}
 	if len(items) == 0 {
 		return []store.AppendResult{}, nil
@@ -131,7 +105,7 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 			return err
 		}
 		var written int
-		results, written = decideAppends(items, head, entities, taken)
+		results, written = store.DecideAppends(items, head, entities, taken)
 		var outbox []*store.OutboxRow
 		for i, r := range results {
 			if r.Err == nil && items[i].Outbox != nil {
@@ -162,33 +136,24 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 
 // appendReads is the first round trip: lock the head, lock the entities,
 // find taken fact ids.
-func appendReads(ctx context.Context, tx pgx.Tx, items []store.Append) (head int64, entities map[entityKey]*entityRow, taken map[string]bool, err error) {
-	var tenants, ids, factIDs []string
-	seen := make(map[entityKey]bool)
-	for _, it := range items {
-		factIDs = append(factIDs, it.Fact.ID)
-		if it.Fact.EntityID == "" {
-			continue
-		}
-		k := entityKey{it.Fact.TenantID, it.Fact.EntityID}
-		if !seen[k] {
-			seen[k] = true
-			tenants = append(tenants, k.tenant)
-			ids = append(ids, k.id)
-		}
+func appendReads(ctx context.Context, tx pgx.Tx, items []store.Append) (head int64, entities map[store.EntityKey]*store.AppendEntity, taken map[string]bool, err error) {
+	keys, factIDs := store.AppendReads(items)
+	tenants, ids := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], ids[i] = k.TenantID, k.ID
 	}
 
 	b := &pgx.Batch{}
 	b.Queue(lockHead).QueryRow(func(row pgx.Row) error { return row.Scan(&head) })
-	entities = make(map[entityKey]*entityRow, len(tenants))
+	entities = make(map[store.EntityKey]*store.AppendEntity, len(tenants))
 	if len(tenants) > 0 {
 		b.Queue(lockEntities, tenants, ids).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var (
-					k entityKey
-					e entityRow
+					k store.EntityKey
+					e store.AppendEntity
 				)
-				if err := rows.Scan(&k.tenant, &k.id, &e.typ, &e.version, &e.factSeq); err != nil {
+				if err := rows.Scan(&k.TenantID, &k.ID, &e.Type, &e.Version, &e.FactSeq); err != nil {
 					return err
 				}
 				entities[k] = &e
@@ -213,58 +178,9 @@ func appendReads(ctx context.Context, tx pgx.Tx, items []store.Append) (head int
 	return head, entities, taken, nil
 }
 
-// decideAppends applies the items in order to the locked state read by
-// appendReads and returns their results and how many succeeded. It changes
-// entities and taken to the state the batch leaves behind.
-func decideAppends(items []store.Append, head int64, entities map[entityKey]*entityRow, taken map[string]bool) ([]store.AppendResult, int) {
-	results := make([]store.AppendResult, len(items))
-	written := 0
-	for i, it := range items {
-		f := it.Fact
-		f.Seq, f.Position, f.EntityType = 0, 0, ""
-		var e *entityRow
-		if f.EntityID != "" {
-			e = entities[entityKey{f.TenantID, f.EntityID}]
-			if e == nil {
-				results[i] = store.AppendResult{Fact: f, Err: fmt.Errorf("entity %s: %w", f.EntityID, store.ErrNotFound)}
-				continue
-			}
-			if it.ExpectedVersion != 0 && it.ExpectedVersion != e.version {
-				results[i] = store.AppendResult{Fact: f, Err: fmt.Errorf("entity %s is at version %d, not %d: %w",
-					f.EntityID, e.version, it.ExpectedVersion, store.ErrVersionConflict)}
-				continue
-			}
-		}
-		if taken[f.ID] {
-			results[i] = store.AppendResult{Fact: f, Err: fmt.Errorf("fact %s: %w", f.ID, store.ErrAlreadyExists)}
-			continue
-		}
-		taken[f.ID] = true
-		written++
-		f.Position = head + int64(written)
-		if len(f.Data) == 0 {
-			f.Data = json.RawMessage("{}")
-		}
-		r := store.AppendResult{Fact: f}
-		if e != nil {
-			e.touched = true
-			e.version++
-			e.factSeq++
-			if it.State != nil {
-				e.setState, e.state = true, it.State
-			}
-			e.maxAt = max(e.maxAt, f.CreatedAt)
-			r.Fact.Seq, r.Fact.EntityType = e.factSeq, e.typ
-			r.EntityVersion = e.version
-		}
-		results[i] = r
-	}
-	return results, written
-}
-
 // appendWrites is the second round trip: the writes decided by
-// decideAppends.
-func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, entities map[entityKey]*entityRow, head int64, written int, outbox []*store.OutboxRow) error {
+// store.DecideAppends.
+func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, entities map[store.EntityKey]*store.AppendEntity, head int64, written int, outbox []*store.OutboxRow) error {
 	b := &pgx.Batch{}
 	queueOutboxInsert(b, outbox)
 
@@ -274,12 +190,12 @@ func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, 
 		eSetState               []bool
 	)
 	for k, e := range entities {
-		if !e.touched {
+		if !e.Touched {
 			continue
 		}
-		eTenants, eIDs = append(eTenants, k.tenant), append(eIDs, k.id)
-		eVersions, eSeqs, eAts = append(eVersions, e.version), append(eSeqs, e.factSeq), append(eAts, e.maxAt)
-		eSetState, eStates = append(eSetState, e.setState), append(eStates, string(e.state))
+		eTenants, eIDs = append(eTenants, k.TenantID), append(eIDs, k.ID)
+		eVersions, eSeqs, eAts = append(eVersions, e.Version), append(eSeqs, e.FactSeq), append(eAts, e.MaxAt)
+		eSetState, eStates = append(eSetState, e.SetState), append(eStates, string(e.State))
 	}
 	if len(eTenants) > 0 {
 		n := len(eTenants)
@@ -409,30 +325,9 @@ func (s *Store) ListFacts(ctx context.Context, f store.FactFilter) ([]store.Fact
 // listFactsQuery is the statement of ListFacts (its plans are tested).
 func listFactsQuery(f store.FactFilter) (string, []any) {
 	sql, args := `SELECT `+factColumns+` FROM facts WHERE tenant_id = $1`, []any{f.TenantID}
-	and := func(cond string, v any) {
-		args = append(args, v)
-		sql += ` AND ` + cond + ` $` + strconv.Itoa(len(args))
-	}
-	if f.Type != "" {
-		and(`type =`, f.Type)
-		if f.Subtype != "" {
-			and(`subtype =`, f.Subtype)
-		}
-	}
-	if f.SourceID != "" {
-		and(`source_id =`, f.SourceID)
-	}
-	if f.EntityID != "" {
-		and(`entity_id =`, f.EntityID)
-	}
-	if f.From != 0 {
-		and(`timestamp >=`, f.From)
-	}
-	if f.To != 0 {
-		and(`timestamp <=`, f.To)
-	}
-	if f.AfterPosition > 0 {
-		and(`position >`, f.AfterPosition)
+	for _, c := range f.Conds() {
+		args = append(args, c.Arg)
+		sql += ` AND ` + c.SQL + ` $` + strconv.Itoa(len(args))
 	}
 	args = append(args, limitArg(f.Limit))
 	return sql + ` ORDER BY position LIMIT $` + strconv.Itoa(len(args)), args
@@ -458,17 +353,9 @@ func (s *Store) ScanFacts(ctx context.Context, q store.FactScan, fn func(*store.
 	}
 	sql := `SELECT ` + factColumns + ` FROM facts WHERE tenant_id = $1 AND type = ANY($2::text[])`
 	args := []any{q.TenantID, q.Types}
-	if q.EntityType != "" {
-		args = append(args, q.EntityType)
-		sql += ` AND entity_type = $` + strconv.Itoa(len(args))
-	}
-	if q.From != 0 {
-		args = append(args, q.From)
-		sql += ` AND timestamp >= $` + strconv.Itoa(len(args))
-	}
-	if q.To != 0 {
-		args = append(args, q.To)
-		sql += ` AND timestamp <= $` + strconv.Itoa(len(args))
+	for _, c := range q.Conds() {
+		args = append(args, c.Arg)
+		sql += ` AND ` + c.SQL + ` $` + strconv.Itoa(len(args))
 	}
 	rows, err := s.pool.Query(ctx, sql+` ORDER BY timestamp, position`, args...)
 	if err != nil {

@@ -40,6 +40,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.L
 	if len(ms) > 0 {
 		known = ms[len(ms)-1].Version
 	}
+	if migrated(ctx, pool, ms) {
+		return nil
+	}
 	for _, m := range ms {
 		applied := false
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -85,4 +88,23 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.L
 		}
 	}
 	return nil
+}
+
+// migrated reports whether the database has recorded exactly the
+// migrations ms, so that opening an up-to-date database takes one query
+// rather than a locked transaction per migration. Anything else (no table
+// yet, a version missing or unknown, an error) leaves the answer to the
+// locked path.
+func migrated(ctx context.Context, pool *pgxpool.Pool, ms []store.Migration) bool {
+	var versions []int64
+	err := pool.QueryRow(ctx, `SELECT COALESCE(array_agg(version ORDER BY version), '{}') FROM schema_migrations`).Scan(&versions)
+	if err != nil || len(versions) != len(ms) {
+		return false
+	}
+	for i, m := range ms {
+		if versions[i] != m.Version {
+			return false
+		}
+	}
+	return true
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/store/postgres"
 	"github.com/factline/factline/host/store/storetest"
+	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -46,8 +47,9 @@ func open(t *testing.T, url string, opts postgres.Options) *postgres.Store {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, hooks store.Hooks) store.Store {
-		// The suite closes the store; the database is dropped after that.
-		s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{Hooks: hooks, Logger: quiet})
+		// The suite closes the store; the database, a copy of the migrated
+		// template, is dropped after that.
+		s, err := postgres.Open(t.Context(), teststore.Postgres(t), postgres.Options{Hooks: hooks, Logger: quiet})
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
@@ -57,7 +59,7 @@ func TestConformance(t *testing.T) {
 
 func TestBackend(t *testing.T) {
 	t.Parallel()
-	s := open(t, testutil.Postgres(t), postgres.Options{Logger: quiet})
+	s := open(t, teststore.Postgres(t), postgres.Options{Logger: quiet})
 	if got := s.Backend(); got != "postgres" {
 		t.Errorf("Backend() = %q", got)
 	}
@@ -156,7 +158,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestTwoStoresShareFacts(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
@@ -203,7 +205,7 @@ func TestTwoStoresShareFacts(t *testing.T) {
 
 func TestConcurrentStoresGaplessPositions(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	stores := []*postgres.Store{open(t, url, postgres.Options{Logger: quiet}), open(t, url, postgres.Options{Logger: quiet})}
 	for i := range 4 {
@@ -297,7 +299,7 @@ func TestConcurrentStoresGaplessPositions(t *testing.T) {
 
 func TestRestart(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 
 	s, err := postgres.Open(ctx, url, postgres.Options{Logger: quiet})
@@ -336,7 +338,7 @@ func TestRestart(t *testing.T) {
 
 func TestSubscribeAfterClose(t *testing.T) {
 	t.Parallel()
-	s, err := postgres.Open(t.Context(), testutil.Postgres(t), postgres.Options{Logger: quiet})
+	s, err := postgres.Open(t.Context(), teststore.Postgres(t), postgres.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +365,7 @@ func TestSubscribeAfterClose(t *testing.T) {
 // and checks that notifications from another store still arrive.
 func TestListenerReconnects(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
@@ -405,7 +407,7 @@ WHERE datname = current_database() AND query = 'LISTEN factline_facts'`).Scan(&k
 
 func TestIdempotencyRace(t *testing.T) {
 	t.Parallel()
-	url := testutil.Postgres(t)
+	url := teststore.Postgres(t)
 	ctx := t.Context()
 	stores := []*postgres.Store{open(t, url, postgres.Options{Logger: quiet}), open(t, url, postgres.Options{Logger: quiet})}
 	const rounds, callers = 20, 8
@@ -445,7 +447,7 @@ func TestIdempotencyRace(t *testing.T) {
 
 func TestJSONRejected(t *testing.T) {
 	t.Parallel()
-	s := open(t, testutil.Postgres(t), postgres.Options{Logger: quiet})
+	s := open(t, teststore.Postgres(t), postgres.Options{Logger: quiet})
 	ctx := t.Context()
 	e := &store.Entity{TenantID: "tnt_a", ID: "ent_1", Type: "account", Data: []byte(`{"a":`), CreatedAt: 1, UpdatedAt: 1}
 	if err := s.CreateEntity(ctx, e); err == nil {

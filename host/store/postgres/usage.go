@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/factline/factline/host/store"
 )
@@ -11,42 +10,20 @@ import (
 // EntityTypeUsage counts the type's entities, their data keys and filled
 // slots across tenants.
 func (s *Store) EntityTypeUsage(ctx context.Context, entityType string) (*store.TypeUsage, error) {
-	u := &store.TypeUsage{Keys: map[string]int64{}, Slots: map[string]int64{}}
-	cols := store.SlotColumns()
-	counts := make([]string, len(cols))
-	for i, c := range cols {
-		counts[i] = "count(" + c + ")"
-	}
-	vals := make([]int64, len(cols))
-	dest := []any{&u.Entities}
-	for i := range vals {
-		dest = append(dest, &vals[i])
-	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), `+strings.Join(counts, ", ")+` FROM entities WHERE type = $1`, entityType).Scan(dest...); err != nil {
+	u, err := store.ScanTypeUsage(s.pool.QueryRow(ctx, `SELECT `+store.TypeUsageCounts()+` FROM entities WHERE type = $1`, entityType).Scan)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: usage of entity type %s: %w", entityType, interpretError(err))
-	}
-	for i, c := range cols {
-		if vals[i] > 0 {
-			u.Slots[c] = vals[i]
-		}
 	}
 	if u.Entities == 0 {
 		return u, nil
 	}
+	// The dialects differ only in how they list a JSON object's keys.
 	rows, err := s.pool.Query(ctx, `SELECT k, count(*) FROM entities, jsonb_object_keys(data) AS k WHERE type = $1 GROUP BY k`, entityType)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: data keys of entity type %s: %w", entityType, interpretError(err))
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, fmt.Errorf("postgres: data keys of entity type %s: %w", entityType, err)
-		}
-		u.Keys[k] = n
-	}
-	if err := rows.Err(); err != nil {
+	if err := u.AddKeys(rows); err != nil {
 		return nil, fmt.Errorf("postgres: data keys of entity type %s: %w", entityType, interpretError(err))
 	}
 	return u, nil

@@ -388,7 +388,7 @@ VALUES ($1, $2, NULLIF($3, ''), $4, $5) ON CONFLICT (tenant_id, config_id) DO NO
 				p.TenantID, p.ConfigID, p.DeliveryID, p.Reason, p.PausedAt)
 		}
 		if len(items) > 0 {
-			results, written := decideAppends(items, head, map[entityKey]*entityRow{}, map[string]bool{})
+			results, written := store.DecideAppends(items, head, map[store.EntityKey]*store.AppendEntity{}, map[string]bool{})
 			cols := newFactColumns(written)
 			for _, r := range results {
 				if r.Err != nil {

@@ -163,17 +163,9 @@ func (s *Store) ListConfigs(ctx context.Context, f store.ConfigFilter) ([]store.
 	var q strings.Builder
 	q.WriteString(`SELECT ` + configColumns + ` FROM configs WHERE tenant_id = ? AND superseded_at IS NULL`)
 	args := []any{f.TenantID}
-	if f.Type != "" {
-		q.WriteString(` AND type = ?`)
-		args = append(args, f.Type)
-	}
-	if f.Status != "" {
-		q.WriteString(` AND status = ?`)
-		args = append(args, f.Status)
-	}
-	if f.AfterID != "" {
-		q.WriteString(` AND id > ?`)
-		args = append(args, f.AfterID)
+	for _, c := range f.Conds() {
+		q.WriteString(` AND ` + c.SQL + ` ?`)
+		args = append(args, c.Arg)
 	}
 	q.WriteString(` ORDER BY id LIMIT ?`)
 	args = append(args, sqlLimit(f.Limit))

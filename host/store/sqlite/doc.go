@@ -10,8 +10,10 @@
 //     lock. Reads use a separate pool of query-only connections; in WAL
 //     mode they see the last committed state without blocking the writer.
 //   - Gapless fact positions in commit order follow from the single writer:
-//     the position counter (a one-row table) is incremented inside the
-//     write transaction, and a failed item or transaction rolls it back.
+//     an AppendFacts transaction reads the position counter (a one-row
+//     table), the entities and the taken fact ids, lets store.DecideAppends
+//     decide the items, writes only the successful ones and moves the
+//     counter by their number; a failed transaction rolls it all back.
 //   - The schema is versioned: the embedded migrations/NNNN_name.sql files
 //     are applied at [Open], each in its own transaction, and recorded in
 //     schema_migrations.

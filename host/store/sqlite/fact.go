@@ -29,33 +29,23 @@ func scanFact(row rowScanner) (*store.Fact, error) {
 	return &f, nil
 }
 
-// AppendFacts appends the items in one write transaction. Each item runs
-// under its own savepoint, so a failing item (missing entity, version
-// conflict, duplicate id) is rolled back alone, including its increment of
-// the position counter, and positions stay gapless.
+// AppendFacts appends the items in one write transaction. SQLite has one
+// writer at a time, so what the transaction reads first (the position
+// counter, the entities, the taken fact ids) cannot change before it
+// commits: store.DecideAppends decides the items on it, and only the
+// successful ones are written, so positions stay gapless.
 func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
-	for i, it := range items {
-		if err := errors.Join(it.Fact.Check(), store.CheckJSON("state", it.State)); err != nil {
-			return nil, fmt.Errorf("sqlite: append facts: item %d: %w", i, err)
-		}
-		if it.Outbox != nil {
-			if err := it.Outbox.Check(); err != nil {
-				return nil, fmt.Errorf("sqlite: append facts: item %d: outbox: %w", i, err)
-			}
-		}
+	if err := store.CheckAppends(items); err != nil {
+		return nil, fmt.Errorf("sqlite: append facts: %w", err)
 	}
-	results := make([]store.AppendResult, len(items))
-	written := 0
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		for i, it := range items {
-			res, err := appendOne(ctx, tx, it)
-			if err != nil {
-				return fmt.Errorf("item %d: %w", i, err)
-			}
-			results[i] = res
-			if res.Err == nil {
-				written++
-			}
+	var (
+		results []store.AppendResult
+		written int
+	)
+	err := s.write(ctx, func(tx *sql.Tx) (err error) {
+		results, written, err = appendInTx(ctx, tx, items)
+		if err != nil {
+			return err
 		}
 		if s.hooks.BeforeAppendCommit != nil {
 			s.hooks.BeforeAppendCommit(ctx)
@@ -71,89 +61,94 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 	return results, nil
 }
 
-// appendOne writes one item under a savepoint. Item failures come back in
-// AppendResult.Err; a returned error fails the whole transaction.
-func appendOne(ctx context.Context, tx *sql.Tx, it store.Append) (res store.AppendResult, err error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT append_item`); err != nil {
-		return res, err
+// appendInTx reads what the items depend on, decides them and writes the
+// successful ones. Item failures come back in AppendResult.Err; a returned
+// error fails the whole transaction.
+func appendInTx(ctx context.Context, tx *sql.Tx, items []store.Append) ([]store.AppendResult, int, error) {
+	if len(items) == 0 {
+		return []store.AppendResult{}, 0, nil
 	}
-	itemErr, err := writeItem(ctx, tx, it, &res)
-	if err != nil || itemErr != nil {
-		if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO append_item`); rbErr != nil && err == nil {
-			err = rbErr
-		}
-	}
-	if _, relErr := tx.ExecContext(ctx, `RELEASE append_item`); relErr != nil && err == nil {
-		err = relErr
-	}
+	head, entities, taken, err := appendReads(ctx, tx, items)
 	if err != nil {
-		return store.AppendResult{}, err
+		return nil, 0, err
 	}
-	if itemErr != nil {
-		return store.AppendResult{Fact: it.Fact, Err: itemErr}, nil
+	results, written := store.DecideAppends(items, head, entities, taken)
+	if written == 0 {
+		return results, 0, nil
 	}
-	return res, nil
+	if err := appendWrites(ctx, tx, items, results, entities, head+int64(written)); err != nil {
+		return nil, 0, err
+	}
+	return results, written, nil
 }
 
-// writeItem performs the statements of one item. itemErr is the item's own
-// failure (a store sentinel); err is anything else.
-func writeItem(ctx context.Context, tx *sql.Tx, it store.Append, res *store.AppendResult) (itemErr, err error) {
-	f := it.Fact
-	f.Seq, f.EntityType = 0, ""
-	var version int64
-	if f.EntityID != "" {
-		err := tx.QueryRowContext(ctx, `SELECT type, version FROM entities WHERE tenant_id = ? AND id = ?`,
-			f.TenantID, f.EntityID).Scan(&f.EntityType, &version)
+// appendReads returns the last position, the existing entities the items
+// name and which of their fact ids are taken.
+func appendReads(ctx context.Context, tx *sql.Tx, items []store.Append) (head int64, entities map[store.EntityKey]*store.AppendEntity, taken map[string]bool, err error) {
+	if err := tx.QueryRowContext(ctx, `SELECT last FROM fact_position WHERE id = 1`).Scan(&head); err != nil {
+		return 0, nil, nil, err
+	}
+	keys, factIDs := store.AppendReads(items)
+	entities = make(map[store.EntityKey]*store.AppendEntity, len(keys))
+	for _, k := range keys {
+		var e store.AppendEntity
+		err := tx.QueryRowContext(ctx, `SELECT type, version,
+	(SELECT COALESCE(MAX(seq), 0) FROM facts WHERE tenant_id = e.tenant_id AND entity_id = e.id)
+FROM entities e WHERE tenant_id = ? AND id = ?`, k.TenantID, k.ID).Scan(&e.Type, &e.Version, &e.FactSeq)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("entity %s: %w", f.EntityID, store.ErrNotFound), nil
+			continue
 		}
 		if err != nil {
-			return nil, err
+			return 0, nil, nil, err
 		}
-		if it.ExpectedVersion != 0 && it.ExpectedVersion != version {
-			return fmt.Errorf("entity %s is at version %d, not %d: %w",
-				f.EntityID, version, it.ExpectedVersion, store.ErrVersionConflict), nil
+		entities[k] = &e
+	}
+	taken = make(map[string]bool)
+	for _, id := range factIDs {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM facts WHERE id = ?`, id).Scan(&n); err != nil {
+			return 0, nil, nil, err
 		}
-		err = tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM facts WHERE tenant_id = ? AND entity_id = ?`,
-			f.TenantID, f.EntityID).Scan(&f.Seq)
+		taken[id] = n > 0
+	}
+	return head, entities, taken, nil
+}
+
+// appendWrites writes what store.DecideAppends decided: the successful
+// items' facts and outbox rows, the touched entities and the new last
+// position.
+func appendWrites(ctx context.Context, tx *sql.Tx, items []store.Append, results []store.AppendResult,
+	entities map[store.EntityKey]*store.AppendEntity, last int64) error {
+	for i, r := range results {
+		if r.Err != nil {
+			continue
+		}
+		f := r.Fact
+		_, err := tx.ExecContext(ctx, `INSERT INTO facts (`+factColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			f.Position, f.ID, f.TenantID, nullString(f.EntityID), nullString(f.EntityType), f.Seq, f.Type,
+			nullString(f.Subtype), nullString(f.SourceID), nullString(f.TraceID), f.Timestamp, objectOrEmpty(f.Data), f.CreatedAt)
 		if err != nil {
-			return nil, err
+			return interpretError(err)
+		}
+		if items[i].Outbox != nil {
+			if err := insertOutbox(ctx, tx, items[i].Outbox); err != nil {
+				return fmt.Errorf("outbox: %w", err)
+			}
 		}
 	}
-	if err := tx.QueryRowContext(ctx, `UPDATE fact_position SET last = last + 1 WHERE id = 1 RETURNING last`).Scan(&f.Position); err != nil {
-		return nil, err
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO facts (`+factColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		f.Position, f.ID, f.TenantID, nullString(f.EntityID), nullString(f.EntityType), f.Seq, f.Type,
-		nullString(f.Subtype), nullString(f.SourceID), nullString(f.TraceID), f.Timestamp, objectOrEmpty(f.Data), f.CreatedAt)
-	if err := interpretError(err); err != nil {
-		if errors.Is(err, store.ErrAlreadyExists) {
-			return fmt.Errorf("fact %s: %w", f.ID, store.ErrAlreadyExists), nil
+	for k, e := range entities {
+		if !e.Touched {
+			continue
 		}
-		return nil, err
-	}
-	if it.Outbox != nil {
-		if err := insertOutbox(ctx, tx, it.Outbox); err != nil {
-			return nil, fmt.Errorf("outbox: %w", err)
+		_, err := tx.ExecContext(ctx, `UPDATE entities SET version = ?, updated_at = MAX(updated_at, ?),
+	state = CASE WHEN ? THEN ? ELSE state END
+WHERE tenant_id = ? AND id = ?`, e.Version, e.MaxAt, e.SetState, nullJSON(e.State), k.TenantID, k.ID)
+		if err != nil {
+			return err
 		}
 	}
-	if len(f.Data) == 0 {
-		f.Data = []byte("{}")
-	}
-	res.Fact = f
-	if f.EntityID == "" {
-		return nil, nil
-	}
-	q := `UPDATE entities SET version = version + 1, updated_at = MAX(updated_at, ?) WHERE tenant_id = ? AND id = ? RETURNING version`
-	args := []any{f.CreatedAt, f.TenantID, f.EntityID}
-	if it.State != nil {
-		q = `UPDATE entities SET version = version + 1, updated_at = MAX(updated_at, ?), state = ? WHERE tenant_id = ? AND id = ? RETURNING version`
-		args = []any{f.CreatedAt, nullJSON(it.State), f.TenantID, f.EntityID}
-	}
-	if err := tx.QueryRowContext(ctx, q, args...).Scan(&res.EntityVersion); err != nil {
-		return nil, err
-	}
-	return nil, nil
+	_, err := tx.ExecContext(ctx, `UPDATE fact_position SET last = ? WHERE id = 1`, last)
+	return err
 }
 
 // GetFact returns one fact of the tenant.
@@ -190,30 +185,9 @@ func (s *Store) ListFacts(ctx context.Context, f store.FactFilter) ([]store.Fact
 		return nil, errors.New("sqlite: list facts: a tenant is required")
 	}
 	sql, args := `SELECT `+factColumns+` FROM facts WHERE tenant_id = ?`, []any{f.TenantID}
-	and := func(cond string, v any) {
-		args = append(args, v)
-		sql += ` AND ` + cond + ` ?`
-	}
-	if f.Type != "" {
-		and(`type =`, f.Type)
-		if f.Subtype != "" {
-			and(`subtype =`, f.Subtype)
-		}
-	}
-	if f.SourceID != "" {
-		and(`source_id =`, f.SourceID)
-	}
-	if f.EntityID != "" {
-		and(`entity_id =`, f.EntityID)
-	}
-	if f.From != 0 {
-		and(`timestamp >=`, f.From)
-	}
-	if f.To != 0 {
-		and(`timestamp <=`, f.To)
-	}
-	if f.AfterPosition > 0 {
-		and(`position >`, f.AfterPosition)
+	for _, c := range f.Conds() {
+		args = append(args, c.Arg)
+		sql += ` AND ` + c.SQL + ` ?`
 	}
 	args = append(args, sqlLimit(f.Limit))
 	facts, err := s.queryFacts(ctx, sql+` ORDER BY position LIMIT ?`, args...)
@@ -245,17 +219,9 @@ func (s *Store) ScanFacts(ctx context.Context, q store.FactScan, fn func(*store.
 	for _, t := range q.Types {
 		args = append(args, t)
 	}
-	if q.EntityType != "" {
-		query += ` AND entity_type = ?`
-		args = append(args, q.EntityType)
-	}
-	if q.From != 0 {
-		query += ` AND timestamp >= ?`
-		args = append(args, q.From)
-	}
-	if q.To != 0 {
-		query += ` AND timestamp <= ?`
-		args = append(args, q.To)
+	for _, c := range q.Conds() {
+		args = append(args, c.Arg)
+		query += ` AND ` + c.SQL + ` ?`
 	}
 	rows, err := s.r.QueryContext(ctx, query+` ORDER BY timestamp, position`, args...)
 	if err != nil {

@@ -246,13 +246,19 @@ WHERE delivery_id = ?`, r.Status, r.Attempt, r.SigTimestamp, r.NextAttemptAt, r.
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range c.Facts {
-		res, err := appendOne(ctx, tx, store.Append{Fact: f})
+	if len(c.Facts) > 0 {
+		items := make([]store.Append, len(c.Facts))
+		for i, f := range c.Facts {
+			items[i] = store.Append{Fact: f}
+		}
+		results, _, err := appendInTx(ctx, tx, items)
 		if err != nil {
 			return nil, err
 		}
-		if res.Err != nil {
-			return res.Err, nil
+		for _, r := range results {
+			if r.Err != nil {
+				return r.Err, nil
+			}
 		}
 	}
 	if p := c.Pause; p != nil {

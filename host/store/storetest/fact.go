@@ -30,6 +30,24 @@ var factTests = []test{
 	{"Subscribe", testFactSubscribe},
 	{"Scan", testFactScan},
 	{"ListFacts", testFactList},
+	{"AppendRequiresIDAndTenant", testFactAppendRequiresIDAndTenant},
+}
+
+// A fact without an id or a tenant fails the whole call and writes nothing.
+func testFactAppendRequiresIDAndTenant(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	for _, f := range []store.Fact{newFact("tnt_a", "", ""), newFact("", "", "fct_1")} {
+		ok := newFact("tnt_a", "", "fct_ok")
+		if _, err := s.AppendFacts(ctx, []store.Append{{Fact: ok}, {Fact: f}}); err == nil {
+			t.Errorf("AppendFacts of %+v: no error", f)
+		}
+	}
+	head, err := s.HeadPosition(ctx)
+	noErr(t, err, "HeadPosition")
+	if head != 0 {
+		t.Errorf("head position %d after refused calls, want 0", head)
+	}
 }
 
 func testFactAppend(t *testing.T, open Factory) {

@@ -17,9 +17,9 @@
 // package store:
 //
 //   - Every subtest calls the factory once (the Close test aside) and expects
-//     a fresh, empty store: fact positions start at 1. Subtests run one after
-//     another, never in parallel, so the factory need not be safe for
-//     concurrent use.
+//     a fresh, empty store: fact positions start at 1. Subtests share
+//     nothing, so they run in parallel (t.Parallel): the factory must be
+//     safe for concurrent use, each call opening a store of its own.
 //   - The suite closes each store it gets from the factory through
 //     t.Cleanup; the factory must not close it, but may register its own
 //     cleanup (dropping a schema, say), which then runs after Close.
@@ -71,7 +71,10 @@ func Run(t *testing.T, open Factory) {
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
-				t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					tc.fn(t, open)
+				})
 			}
 		})
 	}
