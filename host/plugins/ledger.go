@@ -93,7 +93,8 @@ func (l *pluginLedger) Commands() []ledger.CommandSpec {
 	cmds := p.Description().Commands
 	out := make([]ledger.CommandSpec, 0, len(cmds))
 	for _, c := range cmds {
-		out = append(out, ledger.CommandSpec{Name: c.Name, Method: c.Method, Path: c.Path, ReadOnly: c.ReadOnly, Emits: c.Emits, Description: c.Description})
+		out = append(out, ledger.CommandSpec{Name: c.Name, Method: c.Method, Path: c.Path, ReadOnly: c.ReadOnly, Emits: c.Emits, Description: c.Description,
+			InputSchema: c.InputSchema, ResultSchema: c.ResultSchema})
 	}
 	return out
 }
