@@ -120,15 +120,19 @@ type decideEnv struct {
 
 // Write declares a command that records facts: decide returns the facts
 // for the state and input (none is fine), or an error to refuse. The input
-// is decoded into I (use struct{} for none).
+// is decoded into I (use struct{} for none); the command's description
+// carries I's JSON Schema (see SchemaOf).
 func Write[S, I any](c Command, decide func(state S, cmd Cmd[I]) ([]NewFact, error)) Decider[S] {
-	return &writeCmd[S, I]{c: abi.Command{Name: c.Name, Method: c.Method, Path: c.Path, Emits: c.Emits, Description: c.Description}, fn: decide}
+	return &writeCmd[S, I]{c: abi.Command{Name: c.Name, Method: c.Method, Path: c.Path, Emits: c.Emits, Description: c.Description,
+		InputSchema: SchemaOf[I]()}, fn: decide}
 }
 
 // Read declares a read-only command: it answers a result computed from the
-// state (encoded like NewFact.Data) and records nothing.
+// state (encoded like NewFact.Data) and records nothing. The description
+// carries the JSON Schemas of I and R (see SchemaOf).
 func Read[S, I, R any](c Command, answer func(state S, cmd Cmd[I]) (R, error)) Decider[S] {
-	return &readCmd[S, I, R]{c: abi.Command{Name: c.Name, Method: c.Method, Path: c.Path, Emits: c.Emits, Description: c.Description, ReadOnly: true}, fn: answer}
+	return &readCmd[S, I, R]{c: abi.Command{Name: c.Name, Method: c.Method, Path: c.Path, Emits: c.Emits, Description: c.Description, ReadOnly: true,
+		InputSchema: SchemaOf[I](), ResultSchema: SchemaOf[R]()}, fn: answer}
 }
 
 // AppendInput is the input of the built-in "append" command, a raw fact

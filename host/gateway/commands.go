@@ -6,6 +6,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/factline/factline/host/ledger"
+	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
@@ -63,14 +65,55 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 		}
 		return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
 	}
+	return s.runCommand(c, e, cmd, hint, nil)
+}
+
+// actionCommand serves a manifest route of action command: the ledger
+// command the route names, on the entity its :id parameter names, like
+// entityCommand. The other path parameters join the input and win over
+// body members of the same name (the path is what the route promises).
+func (s *Server) actionCommand(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
+	entityID := params["id"]
+	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity)
+	if err != nil {
+		return err
+	}
+	cmd, ok := s.platform.CommandNamed(r.Entity, r.Command)
+	if !ok {
+		// The ledger plugin is not loaded here yet (or is being replaced
+		// by a version without the command): like a type awaiting its
+		// plugin, a 503 to retry.
+		pe := problem.Newf(problem.Unavailable, "The %s command of entity type %s is not available yet; retry in a few seconds", r.Command, r.Entity)
+		pe.Headers = map[string]string{"Retry-After": "5"}
+		return pe
+	}
+	extra := map[string]any{}
+	for k, v := range params {
+		if k != "id" {
+			extra[k] = v
+		}
+	}
+	return s.runCommand(c, e, cmd, "", extra)
+}
+
+// runCommand reads a command's input from the request (the query string
+// of a GET or DELETE or of a bodiless read, else the JSON body), adds
+// extra members and runs it: the one command path of entityCommand and
+// actionCommand.
+func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpec, hint string, extra map[string]any) error {
+	entityID := e.ID
 	var input []byte
+	var err error
 	var raw []byte
 	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodDelete || len(c.Body()) == 0 && cmd.ReadOnly {
-		q := map[string]string{}
+		q := map[string]any{}
 		for k, v := range c.Queries() {
 			if k != "entity_type" || hint == "" {
 				q[k] = v
 			}
+		}
+		for k, v := range extra {
+			q[k] = v
 		}
 		if len(q) > CommandInputKeys {
 			return problem.Newf(problem.BadRequest, "Command input has more than %d keys", CommandInputKeys)
@@ -93,6 +136,12 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 			return problem.Newf(problem.BadRequest, "Command input nests deeper than %d levels", CommandInputDepth)
 		case shape.Keys > CommandInputKeys:
 			return problem.Newf(problem.BadRequest, "Command input has more than %d keys", CommandInputKeys)
+		}
+		if len(extra) > 0 && m == nil {
+			m = map[string]any{}
+		}
+		for k, v := range extra {
+			m[k] = v
 		}
 		input = mustMarshal(m)
 	}
@@ -124,7 +173,11 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 		}
 		return respond(c, status, data)
 	}
-	return s.idempotent(c, "command "+e.Type+" "+cmd.Name, append([]byte(entityID+"\n"), raw...), run)
+	fingerprint := append([]byte(entityID+"\n"), raw...)
+	if len(extra) > 0 {
+		fingerprint = append(append(fingerprint, '\n'), mustMarshal(extra)...)
+	}
+	return s.idempotent(c, "command "+e.Type+" "+cmd.Name, fingerprint, run)
 }
 
 func mustMarshal(v any) []byte {

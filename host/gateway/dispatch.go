@@ -133,6 +133,8 @@ func (s *Server) runAction(c *fiber.Ctx, r *manifest.Route, params map[string]st
 		return s.actionList(c, r)
 	case manifest.ActionQuery:
 		return s.actionQuery(c, r, params)
+	case manifest.ActionCommand:
+		return s.actionCommand(c, r, params)
 	}
 	return fmt.Errorf("gateway: route %s has unknown action %q", r.ID(), r.Action)
 }

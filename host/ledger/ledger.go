@@ -75,6 +75,10 @@ type CommandSpec struct {
 	ReadOnly    bool
 	Emits       []string
 	Description string
+	// InputSchema and ResultSchema are the JSON Schemas the plugin
+	// describes for the input and a read-only command's result; nil when
+	// it describes none.
+	InputSchema, ResultSchema json.RawMessage
 }
 
 // Commander is implemented by ledgers that serve commands; the gateway

@@ -28,6 +28,10 @@ type Domain struct {
 	Version       string
 	Entities      map[string]*EntityType
 	Subscriptions []Subscription
+
+	// routes are the routes: lists of the manifest and of the layers
+	// merged into it, in order (see LayerRoutes).
+	routes []routeSource
 }
 
 // EntityType is one declared entity type.
@@ -155,7 +159,7 @@ func ParseDomain(file string, src []byte) (*Domain, error) {
 }
 
 func (c *checker) domain(top *yaml.Node) *Domain {
-	f := c.fields(top, "manifest", "name", "version", "entities", "subscriptions")
+	f := c.fields(top, "manifest", "name", "version", "entities", "subscriptions", "routes")
 	d := &Domain{Entities: map[string]*EntityType{}}
 	d.Name, _ = c.str(f, "name", "manifest", true, top)
 	d.Version, _ = c.str(f, "version", "manifest", true, top)
@@ -177,6 +181,13 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 	}
 	if subs, ok := f["subscriptions"]; ok {
 		d.Subscriptions = c.subscriptions(subs.value)
+	}
+	if rs, ok := f["routes"]; ok {
+		if rs.value.Kind != yaml.SequenceNode {
+			c.at(rs.value, "routes must be a list, got %s", kindName(rs.value))
+		} else {
+			d.routes = []routeSource{{file: c.file, node: rs.value}}
+		}
 	}
 	return d
 }

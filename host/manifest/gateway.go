@@ -18,6 +18,9 @@ const (
 	ActionCreate = "create"
 	ActionList   = "list"
 	ActionQuery  = "query"
+	// ActionCommand runs a command of the entity type's ledger on the
+	// entity the :id path parameter names.
+	ActionCommand = "command"
 )
 
 // Auth modes of a route.
@@ -38,7 +41,7 @@ const SystemEntity = "system"
 
 var (
 	methods  = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
-	actions  = []string{ActionEmit, ActionGet, ActionCreate, ActionList, ActionQuery}
+	actions  = []string{ActionEmit, ActionGet, ActionCreate, ActionList, ActionQuery, ActionCommand}
 	authes   = []string{AuthAPIKey, AuthPublic}
 	scopes   = []string{ScopeTenant, ScopeGlobal}
 	segRe    = regexp.MustCompile(`^[A-Za-z0-9._~\-]+$`)
@@ -86,13 +89,20 @@ type Route struct {
 	Entity   string
 	Action   string
 	FactType string
-	Auth     string // api_key (the default) or public
+	// Command is the ledger command of action command.
+	Command string
+	Auth    string // api_key (the default) or public
 	// RateLimit is nil when the route is not limited.
 	RateLimit *RateLimit
 	// Params are the :param names of Path, in order.
 	Params []string
-	// Line and Column locate the route in its file.
+	// File, Line and Column locate the route.
+	File         string
 	Line, Column int
+
+	// methodPos and commandPos locate the method and command values, for
+	// CheckCommands.
+	methodPos, commandPos Diagnostic
 }
 
 // RateLimit is a route's limit.
@@ -277,14 +287,22 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 		c.at(n, "%s must be a mapping, got %s", what, kindName(n))
 		return nil
 	}
-	f := c.fields(n, what, "path", "method", "entity", "action", "factType", "auth", "rateLimit")
-	r := &Route{Line: n.Line, Column: n.Column, Auth: AuthAPIKey}
-	var pathNode, methodNode, entityNode, actionNode, factNode, authNode *yaml.Node
+	f := c.fields(n, what, "path", "method", "entity", "action", "factType", "command", "auth", "rateLimit")
+	r := &Route{File: c.file, Line: n.Line, Column: n.Column, Auth: AuthAPIKey}
+	var pathNode, methodNode, entityNode, actionNode, factNode, commandNode, authNode *yaml.Node
 	r.Path, pathNode = c.str(f, "path", what, true, n)
 	r.Method, methodNode = c.str(f, "method", what, true, n)
 	r.Entity, entityNode = c.str(f, "entity", what, true, n)
 	r.Action, actionNode = c.str(f, "action", what, true, n)
 	r.FactType, factNode = c.str(f, "factType", what, false, n)
+	r.Command, commandNode = c.str(f, "command", what, false, n)
+	r.methodPos, r.commandPos = c.pos(n), c.pos(n)
+	if methodNode != nil {
+		r.methodPos = c.pos(methodNode)
+	}
+	if commandNode != nil {
+		r.commandPos = c.pos(commandNode)
+	}
 	if a, an := c.str(f, "auth", what, false, n); an != nil {
 		r.Auth, authNode = a, an
 	}
@@ -333,6 +351,17 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 		if !c.factDeclared(r.Entity, r.FactType, declared, domain) {
 			c.at(factNode, "%s.factType: %q is not a fact type of entity %s", what, r.FactType, r.Entity)
 		}
+	}
+	switch {
+	case r.Action == ActionCommand && commandNode == nil:
+		c.at(n, "%s: action command needs a command (the ledger command to run)", what)
+	case r.Action != ActionCommand && commandNode != nil:
+		c.at(commandNode, "%s.command applies only to action command", what)
+	case r.Action == ActionCommand && r.Command != "" && !identRe.MatchString(r.Command):
+		c.at(commandNode, "%s.command: %q must be lowercase letters, digits and underscores, starting with a letter", what, r.Command)
+	}
+	if r.Action == ActionCommand && pathOK && !contains(r.Params, "id") {
+		c.at(pathNode, "%s: action command needs the :id path parameter naming the entity (for example /members/:id/earn)", what)
 	}
 	if r.Action == ActionGet && r.Entity != SystemEntity && pathOK && len(r.Params) == 0 {
 		c.at(pathNode, "%s: action get needs a path parameter naming the entity (for example /accounts/:id)", what)
@@ -479,10 +508,19 @@ func (c *checker) overlap(index *routeIndex, r *Route, n *yaml.Node) {
 	dup, shadow := index.add(r)
 	switch {
 	case dup != nil:
-		c.at(n, "route %s duplicates the route at line %d (%s %s)", r.ID(), dup.Line, dup.Method, dup.Path)
+		c.at(n, "route %s duplicates the route at %s (%s %s)", r.ID(), c.where(dup), dup.Method, dup.Path)
 	case shadow != nil:
-		c.at(n, "route %s is shadowed by the route at line %d (%s %s), which matches every path it does; declare the more specific route first", r.ID(), shadow.Line, shadow.Method, shadow.Path)
+		c.at(n, "route %s is shadowed by the route at %s (%s %s), which matches every path it does; declare the more specific route first", r.ID(), c.where(shadow), shadow.Method, shadow.Path)
 	}
+}
+
+// where locates an earlier route: its line in the same file, else its
+// file:line:col (a domain layer's route against the gateway manifest's).
+func (c *checker) where(r *Route) string {
+	if r.File == c.file {
+		return fmt.Sprintf("line %d", r.Line)
+	}
+	return fmt.Sprintf("%s:%d:%d", r.File, r.Line, r.Column)
 }
 
 // MergeDomain returns a domain extended with the gateway's entity types

@@ -59,6 +59,20 @@ func TestRepoGatewayManifestIsValid(t *testing.T) {
 	}
 }
 
+// testLedgers stands for described ledgers: account's commands as its
+// plugin describes them, and the built-in ledger, which has none; other
+// ledgers are not known.
+func testLedgers(name string) ([]LedgerCommand, bool) {
+	switch name {
+	case "account":
+		return []LedgerCommand{{Name: "deposit", Method: "POST"}, {Name: "budget", Method: "GET", ReadOnly: true},
+			{Name: "adjust"}, {Name: "append"}}, true
+	case "builtin":
+		return nil, true
+	}
+	return nil, false
+}
+
 // TestInvalidGatewayManifests pins the diagnostics of every manifest in
 // testdata/gateway against its .want golden file (go test -update
 // rewrites them). Every manifest must produce at least one problem, each
@@ -71,7 +85,10 @@ func TestInvalidGatewayManifests(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			_, err := LoadGatewayFile(file, d)
+			g, err := LoadGatewayFile(file, d)
+			if err == nil {
+				err = CheckCommands(g, MergeDomain(d, g), testLedgers)
+			}
 			if err == nil {
 				t.Fatal("invalid manifest accepted")
 			}

@@ -22,8 +22,10 @@ func Layer(base *Domain, layers ...*Domain) (*Domain, error) {
 		out.Entities[k] = v
 	}
 	out.Subscriptions = append(out.Subscriptions, base.Subscriptions...)
+	out.routes = slices.Clone(base.routes)
 	var all []Diagnostic
 	for _, l := range layers {
+		out.routes = append(out.routes, l.routes...)
 		c := &checker{}
 		for _, name := range l.EntityTypeNames() {
 			t := l.Entities[name]

@@ -53,7 +53,7 @@ func (b *builder) ledgerCommands(commands map[string][]ledger.CommandSpec) {
 		}
 		if c.ReadOnly {
 			op.description = desc + " Read-only: answers the command's result and records nothing."
-			op.status, op.okDesc, op.data = http.StatusOK, "The command's result.", freeObject("The command's result, as the ledger computes it from the entity's state.")
+			op.status, op.okDesc, op.data = http.StatusOK, "The command's result.", described(c.ResultSchema, "The command's result, as the ledger computes it from the entity's state.")
 		} else {
 			op.description = desc + " Records the facts the ledger decides (" + strings.Join(c.Emits, ", ") + ") and answers the recorded fact (or {facts} when several)."
 			op.status, op.okDesc, op.data = http.StatusCreated, "The recorded fact.", b.schema(schemaFact)
@@ -61,9 +61,25 @@ func (b *builder) ledgerCommands(commands map[string][]ledger.CommandSpec) {
 			op.errs = append(op.errs, http.StatusConflict)
 		}
 		if k.method != http.MethodGet && k.method != http.MethodDelete {
-			op.body = freeObject("The command's input, as the ledger defines it.")
+			op.body = described(c.InputSchema, "The command's input, as the ledger defines it.")
 			op.errs = append(op.errs, http.StatusUnsupportedMediaType, http.StatusRequestEntityTooLarge)
 		}
 		b.platformOperation(op)
 	}
+}
+
+// described is the JSON Schema a plugin describes (see sdk/ABI.md), or a
+// free object when it describes none or one this document cannot hold.
+func described(schema []byte, desc string) *openapi3.SchemaRef {
+	if len(schema) == 0 {
+		return freeObject(desc)
+	}
+	s := openapi3.NewSchema()
+	if err := s.UnmarshalJSON(schema); err != nil {
+		return freeObject(desc)
+	}
+	if s.Description == "" {
+		s.Description = desc
+	}
+	return inline(s)
 }

@@ -3,6 +3,7 @@ package openapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -839,7 +840,8 @@ func TestLedgerCommandRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, err := openapi.Generate(nil, domain, openapi.Options{Commands: map[string][]ledger.CommandSpec{
-		"account": {{Name: "deposit", Method: "POST", Path: "/deposit", Emits: []string{"deposit"}}, {Name: "budget", Method: "GET", Path: "/budget", ReadOnly: true}, {Name: "append"}},
+		"account": {{Name: "deposit", Method: "POST", Path: "/deposit", Emits: []string{"deposit"}, InputSchema: []byte(`{"type":"object","properties":{"amount":{"type":"number","format":"decimal"}},"required":["amount"]}`)},
+			{Name: "budget", Method: "GET", Path: "/budget", ReadOnly: true, ResultSchema: []byte(`{"type":"object","properties":{"balance":{"type":"number"}}}`)}, {Name: "append"}},
 		"contact": {{Name: "summary", Method: "GET", Path: "/summary", ReadOnly: true}},
 		"deal":    {{Name: "summary", Method: "GET", Path: "/summary", ReadOnly: true}},
 	}})
@@ -863,6 +865,15 @@ func TestLedgerCommandRoutes(t *testing.T) {
 	}
 	if loaded.Paths.Find("/v1/entities/{id}/budget").Get.Responses.Value("200") == nil {
 		t.Fatal("budget route lacks its 200")
+	}
+	// The schemas the plugin describes, not free objects.
+	in := dep.Post.RequestBody.Value.Content.Get("application/json").Schema.Value
+	if in.Properties["amount"] == nil || !slices.Contains(in.Required, "amount") {
+		t.Fatalf("deposit input schema: %+v", in)
+	}
+	out, _ := json.Marshal(loaded.Paths.Find("/v1/entities/{id}/budget").Get.Responses.Value("200").Value.Content.Get("application/json").Schema.Value)
+	if !strings.Contains(string(out), `"balance":{"type":"number"}`) {
+		t.Fatalf("budget result schema: %s", out)
 	}
 	sum := loaded.Paths.Find("/v1/entities/{id}/summary")
 	if sum == nil || !strings.Contains(sum.Get.Description, "contact, deal") {

@@ -49,6 +49,17 @@ func (s *Service) FindCommand(entityType, method, path string) (ledger.CommandSp
 	return ledger.CommandSpec{}, false
 }
 
+// CommandNamed resolves a command of an entity type's ledger by name (a
+// manifest route of action command names it).
+func (s *Service) CommandNamed(entityType, name string) (ledger.CommandSpec, bool) {
+	for _, c := range s.Commands(entityType) {
+		if c.Name == name && c.Name != ledger.CommandAppend {
+			return c, true
+		}
+	}
+	return ledger.CommandSpec{}, false
+}
+
 // RunCommand runs a ledger command against an entity of the tenant: the
 // ledger decides on the entity's current state; facts it decides are
 // recorded with the new state in one transaction.

@@ -49,6 +49,23 @@ func (l Ledgers) Missing(names []string) []string {
 	return out
 }
 
+// Described returns the commands of a ledger by name as far as this
+// process knows them: none for a built-in ledger, the description of a
+// loaded plugin; ok is false for a plugin not loaded here.
+func (l Ledgers) Described(name string) (cmds []ledger.CommandSpec, ok bool) {
+	if _, ok := l.Builtin.Ledger(name); ok {
+		return nil, true
+	}
+	if l.Registry == nil {
+		return nil, false
+	}
+	pl := &pluginLedger{name: name, reg: l.Registry}
+	if _, ok := pl.current(); !ok {
+		return nil, false
+	}
+	return pl.Commands(), true
+}
+
 // pluginLedger adapts the current version of a ledger plugin.
 type pluginLedger struct {
 	name     string
@@ -93,7 +110,8 @@ func (l *pluginLedger) Commands() []ledger.CommandSpec {
 	cmds := p.Description().Commands
 	out := make([]ledger.CommandSpec, 0, len(cmds))
 	for _, c := range cmds {
-		out = append(out, ledger.CommandSpec{Name: c.Name, Method: c.Method, Path: c.Path, ReadOnly: c.ReadOnly, Emits: c.Emits, Description: c.Description})
+		out = append(out, ledger.CommandSpec{Name: c.Name, Method: c.Method, Path: c.Path, ReadOnly: c.ReadOnly, Emits: c.Emits, Description: c.Description,
+			InputSchema: c.InputSchema, ResultSchema: c.ResultSchema})
 	}
 	return out
 }

@@ -67,6 +67,8 @@ func (p *Plugin) Description() abi.Description {
 	d.Commands = slices.Clone(d.Commands)
 	for i := range d.Commands {
 		d.Commands[i].Emits = slices.Clone(d.Commands[i].Emits)
+		d.Commands[i].InputSchema = slices.Clone(d.Commands[i].InputSchema)
+		d.Commands[i].ResultSchema = slices.Clone(d.Commands[i].ResultSchema)
 	}
 	return d
 }

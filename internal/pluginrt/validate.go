@@ -1,6 +1,7 @@
 package pluginrt
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -220,6 +221,19 @@ func checkDescription(d abi.Description) []string {
 		if c.ReadOnly && len(c.Emits) > 0 {
 			add("%s is read_only but emits %s", label, strings.Join(c.Emits, ", "))
 		}
+		// Schemas are shown in the OpenAPI document as they are, so they
+		// must be JSON objects.
+		for _, s := range []struct {
+			key string
+			v   []byte
+		}{{"input_schema", c.InputSchema}, {"result_schema", c.ResultSchema}} {
+			if len(s.v) > 0 && !isObject(s.v) {
+				add("%s: %s must be a JSON Schema object", label, s.key)
+			}
+		}
+		if !c.ReadOnly && len(c.ResultSchema) > 0 {
+			add("%s: only a read_only command has a result_schema (a write answers its facts)", label)
+		}
 		for _, ft := range c.Emits {
 			if !identRe.MatchString(ft) {
 				add("%s emits %q: want lowercase letters, digits and _, starting with a letter", label, ft)
@@ -227,4 +241,10 @@ func checkDescription(d abi.Description) []string {
 		}
 	}
 	return r
+}
+
+// isObject reports whether b is a JSON object.
+func isObject(b []byte) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(b, &m) == nil && m != nil
 }

@@ -58,6 +58,13 @@ func TestCheckDescription(t *testing.T) {
 		{"GET that writes", func(d *abi.Description) { d.Commands[1].ReadOnly = false }, "a GET command must be read_only"},
 		{"read-only emits", func(d *abi.Description) { d.Commands[1].Emits = []string{"deposit"} }, "is read_only but emits"},
 		{"append with path", func(d *abi.Description) { d.Commands[0].Name = abi.CommandAppend }, "built-in raw append"},
+		{"schemas", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(`{"type":"object"}`)
+			d.Commands[1].ResultSchema = []byte(`{"type":"integer"}`)
+		}, ""},
+		{"input schema not an object", func(d *abi.Description) { d.Commands[0].InputSchema = []byte(`"object"`) }, "input_schema must be a JSON Schema object"},
+		{"result schema null", func(d *abi.Description) { d.Commands[1].ResultSchema = []byte(`null`) }, "result_schema must be a JSON Schema object"},
+		{"result schema on a write", func(d *abi.Description) { d.Commands[0].ResultSchema = []byte(`{}`) }, "only a read_only command has a result_schema"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

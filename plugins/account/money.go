@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+
 	"github.com/factline/factline/sdk"
 )
 
@@ -56,6 +58,13 @@ type Money struct {
 type Field struct {
 	Key   string
 	Value []byte // JSON text
+}
+
+// JSONSchema implements sdk.Schemer: DecodeJSON keeps other members as
+// they are, so the object is open.
+func (Money) JSONSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number","format":"decimal"},` +
+		`"currency":{"type":"string"},"allow_overdraft":{"type":"boolean"}},"required":["amount"]}`)
 }
 
 // DecodeJSON implements sdk.Decodable.

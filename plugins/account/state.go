@@ -1,6 +1,10 @@
 package main
 
-import "github.com/factline/factline/sdk"
+import (
+	"encoding/json"
+
+	"github.com/factline/factline/sdk"
+)
 
 // State is an account's folded ledger:
 //
@@ -85,6 +89,14 @@ func (s State) encodeSums(e *sdk.Encoder) {
 // Budget is the answer of GET /budget: the state, with the currency a
 // command would use when the account has none yet (USD).
 type Budget State
+
+// JSONSchema implements sdk.Schemer.
+func (Budget) JSONSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"currency":{"type":"string"},` +
+		`"balance":{"type":"number","format":"decimal"},` +
+		`"totals":{"type":"object","additionalProperties":{"type":"number","format":"decimal"}},` +
+		`"fact_count":{"type":"integer"}},"required":["currency","balance","totals","fact_count"]}`)
+}
 
 // EncodeJSON implements sdk.Encodable.
 func (b Budget) EncodeJSON(e *sdk.Encoder) {

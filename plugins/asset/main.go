@@ -56,6 +56,11 @@ type Input struct {
 	Data    json.RawMessage // an object, kept as the fact's data
 }
 
+// JSONSchema implements sdk.Schemer.
+func (Input) JSONSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"subtype":{"type":"string"},"data":{"type":"object"}}}`)
+}
+
 // DecodeJSON implements sdk.Decodable.
 func (in *Input) DecodeJSON(d *sdk.Decoder) error {
 	return d.Object(func(key []byte) (err error) {

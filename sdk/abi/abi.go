@@ -67,6 +67,11 @@ type Command struct {
 	Emits       []string `json:"emits,omitempty"`
 	ReadOnly    bool     `json:"read_only,omitempty"`
 	Description string   `json:"description,omitempty"`
+	// InputSchema and ResultSchema are JSON Schemas (objects) of the
+	// command's input and of a read-only command's result; absent, any
+	// JSON value is described.
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	ResultSchema json.RawMessage `json:"result_schema,omitempty"`
 }
 
 // EntityRef identifies the entity a decision is about.
