@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// hardCapFactor: a call is stopped after this many budgets of wall time
-// even if its thread used less CPU, so a guest stuck in a host function or
-// starved for good still gives its instance back.
+// hardCapFactor: by default a call is stopped after this many budgets of
+// wall time even if its thread used less CPU, so a guest stuck in a host
+// function or starved for good still gives its instance back.
 const hardCapFactor = 10
 
 // budget bounds one guest call by the CPU time of the thread running it,
@@ -39,9 +39,9 @@ type budget struct {
 // startBudget locks the caller to its thread and returns the context of
 // one call under limit. The caller must call end, on the same goroutine,
 // when the call returns.
-func startBudget(ctx context.Context, limit time.Duration) (context.Context, *budget) {
+func startBudget(ctx context.Context, limit, hardCap time.Duration) (context.Context, *budget) {
 	runtime.LockOSThread()
-	b := &budget{limit: limit, hardCap: hardCapFactor * limit, start: time.Now(), clock: currentThreadClock()}
+	b := &budget{limit: limit, hardCap: hardCap, start: time.Now(), clock: currentThreadClock()}
 	if cpu, ok := b.clock.now(); ok {
 		b.cpu0 = cpu
 	} else {
@@ -95,4 +95,14 @@ func (b *budget) end() error {
 	b.cancel()
 	runtime.UnlockOSThread()
 	return err
+}
+
+// CallBudget bounds one call made outside a Host (the conformance kit's
+// raw probes) the way a Host bounds its own: the returned context ends
+// once the calling thread has used limit of CPU time or wallCap has
+// passed. The caller must call end on the same goroutine when the call
+// returns; end tells why the budget stopped the call, or nil.
+func CallBudget(ctx context.Context, limit, wallCap time.Duration) (_ context.Context, end func() error) {
+	ctx, b := startBudget(ctx, limit, max(wallCap, limit))
+	return ctx, b.end
 }

@@ -148,7 +148,7 @@ func BenchmarkCallDeadline(b *testing.B) {
 	})
 	b.Run("cpu budget", func(b *testing.B) {
 		for b.Loop() {
-			_, bg := startBudget(b.Context(), time.Second)
+			_, bg := startBudget(b.Context(), time.Second, hardCapFactor*time.Second)
 			_ = bg.end()
 		}
 	})
@@ -171,5 +171,20 @@ func BenchmarkDepositCall(b *testing.B) {
 		if _, err := p.Decide(b.Context(), in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestWallCapStopsACallHeldInAHostFunction: a call that uses no CPU but
+// is held in a host function past WallCap is stopped all the same, and
+// the error says it timed out.
+func TestWallCapStopsACallHeldInAHostFunction(t *testing.T) {
+	const limit = 100 * time.Millisecond
+	lh := &stallingHandler{hold: 5 * limit}
+	h := newHost(t, Options{PoolSize: 1, CallTimeout: limit, WallCap: 2 * limit, Logger: slog.New(lh)})
+	loop := load(t, h, "loop")
+	_, err := loop.Decide(t.Context(), decideInput("log", `{}`))
+	var te *TrapError
+	if !errors.As(err, &te) || !te.Timeout {
+		t.Fatalf("a call held %v past a wall cap of %v: err = %v, want a timeout", lh.hold, 2*limit, err)
 	}
 }

@@ -242,9 +242,9 @@ func (p *Plugin) instantiate(ctx context.Context, n int) ([]*instance, error) {
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	out := &capWriter{max: 2048}
 	cfg := p.modCfg.WithStdout(out).WithStderr(out)
-	ictx, cancel := context.WithTimeout(ctx, p.host.opts.initTimeout())
-	defer cancel()
+	ictx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
 	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
+	_ = end()
 	if err != nil {
 		if s := out.String(); s != "" {
 			err = fmt.Errorf("%w (guest output: %q)", err, s)

@@ -22,9 +22,13 @@ type Options struct {
 	// CallTimeout is the budget of one call into a guest (default 100ms):
 	// CPU time of the thread running it (Linux; wall time elsewhere), so a
 	// call starved of CPU on a loaded machine is not taken for a runaway.
-	// A guest that has used its budget, or is still running after 10
-	// times it in wall time, is stopped and its instance discarded.
+	// A guest that has used its budget, or is still running after
+	// WallCap, is stopped and its instance discarded.
 	CallTimeout time.Duration
+	// WallCap is the longest a call may take in wall time whatever CPU it
+	// used (default 10 times CallTimeout, at least CallTimeout): what
+	// stops a guest blocked in a host function or starved for good.
+	WallCap time.Duration
 	// PoolSize is the number of instances kept per loaded plugin version
 	// (default 2*GOMAXPROCS, at most 1024).
 	PoolSize int
@@ -75,6 +79,10 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 100 * time.Millisecond
 	}
+	if o.WallCap == 0 {
+		o.WallCap = hardCapFactor * o.CallTimeout
+	}
+	o.WallCap = max(o.WallCap, o.CallTimeout)
 	if o.PoolSize == 0 {
 		o.PoolSize = 2 * runtime.GOMAXPROCS(0)
 	}
@@ -110,7 +118,8 @@ func (o Options) gomemlimit() string {
 	return fmt.Sprintf("%dMiB", mib)
 }
 
-// initTimeout bounds one instantiation.
+// initTimeout is the CPU budget of one instantiation (and of the
+// describe calls after it), with a wall cap of 10 times it.
 func (o Options) initTimeout() time.Duration {
 	return max(20*o.CallTimeout, minInitTimeout)
 }

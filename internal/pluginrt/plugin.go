@@ -196,7 +196,7 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 	if p.host.opts.DisableDeadline {
 		cerr, err = inst.exec(ctx, inst.fns[c], buf.Bytes(), decode)
 	} else {
-		cctx, b := startBudget(ctx, p.host.opts.CallTimeout)
+		cctx, b := startBudget(ctx, p.host.opts.CallTimeout, p.host.opts.WallCap)
 		cerr, err = inst.exec(cctx, inst.fns[c], buf.Bytes(), decode)
 		overrun = b.end()
 	}
@@ -381,8 +381,8 @@ func (p *Plugin) shutdown() {
 
 // abiVersion calls factline_abi_version on a probe instance.
 func (p *Plugin) abiVersion(ctx context.Context, in *instance) (int32, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.host.opts.initTimeout())
-	defer cancel()
+	ctx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
+	defer end()
 	f := in.mod.ExportedFunction(abi.ExportVersion)
 	res, err := f.Call(ctx)
 	if err != nil {
@@ -393,8 +393,8 @@ func (p *Plugin) abiVersion(ctx context.Context, in *instance) (int32, error) {
 
 // describe calls factline_describe on a probe instance.
 func (p *Plugin) describe(ctx context.Context, in *instance) (abi.Description, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.host.opts.initTimeout())
-	defer cancel()
+	ctx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
+	defer end()
 	var d abi.Description
 	res, err := in.mod.ExportedFunction(abi.ExportDescribe).Call(ctx)
 	if err != nil {

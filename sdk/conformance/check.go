@@ -49,6 +49,7 @@ type kit struct {
 	slowest     time.Duration
 	slowestCall string
 	calls       int
+	retried     int // calls stopped by the deadline once and made again
 }
 
 func (k *kit) label() string {
@@ -258,6 +259,7 @@ func (k *kit) load(ctx context.Context) bool {
 		CacheDir:       k.opts.Host.CacheDir,
 		MemoryLimitMiB: k.opts.Host.MemoryLimitMiB,
 		CallTimeout:    k.opts.Host.CallTimeout,
+		WallCap:        k.opts.Host.WallCap,
 		PoolSize:       k.opts.Host.PoolSize,
 		Logger:         k.opts.Host.Logger,
 	})
@@ -299,32 +301,45 @@ func isTimeout(err error) bool {
 	return errors.As(err, &te) && te.Timeout || errors.As(err, &ce) && ce.timeout
 }
 
-func (k *kit) decide(ctx context.Context, in abi.DecideInput) (abi.DecideResult, error) {
+// timed makes one call, timed; a call stopped by the deadline is made
+// once more on a fresh instance before it counts: the CPU time of the
+// calling thread includes work the Go runtime charges to it (collector
+// assists for other goroutines of a busy process), so one overrun can be
+// noise, while a runaway overruns every time.
+func timed[T any](k *kit, what string, call func() (T, error)) (T, error) {
 	start := time.Now()
-	res, err := k.plugin.Decide(ctx, in)
-	k.observe("decide "+in.Command, time.Since(start), err)
+	res, err := call()
+	if isTimeout(err) {
+		k.retried++
+		start = time.Now()
+		res, err = call()
+	}
+	k.observe(what, time.Since(start), err)
 	return res, err
+}
+
+func (k *kit) decide(ctx context.Context, in abi.DecideInput) (abi.DecideResult, error) {
+	return timed(k, "decide "+in.Command, func() (abi.DecideResult, error) { return k.plugin.Decide(ctx, in) })
 }
 
 func (k *kit) evolve(ctx context.Context, in abi.EvolveInput) (json.RawMessage, error) {
-	start := time.Now()
-	res, err := k.plugin.Evolve(ctx, in)
-	k.observe("evolve "+in.Fact.Type, time.Since(start), err)
-	return res, err
+	return timed(k, "evolve "+in.Fact.Type, func() (json.RawMessage, error) { return k.plugin.Evolve(ctx, in) })
 }
 
 func (k *kit) handle(ctx context.Context, in abi.HandleInput) (abi.HandleResult, error) {
-	start := time.Now()
-	res, err := k.plugin.Handle(ctx, in)
-	k.observe("handle "+in.Handler, time.Since(start), err)
-	return res, err
+	return timed(k, "handle "+in.Handler, func() (abi.HandleResult, error) { return k.plugin.Handle(ctx, in) })
 }
 
 func (k *kit) rawCall(ctx context.Context, export string, input []byte) (abi.Status, []byte, error) {
-	start := time.Now()
-	status, body, err := k.probe.call(ctx, export, input)
-	k.observe(strings.TrimPrefix(export, "factline_"), time.Since(start), err)
-	return status, body, err
+	type reply struct {
+		status abi.Status
+		body   []byte
+	}
+	r, err := timed(k, strings.TrimPrefix(export, "factline_"), func() (reply, error) {
+		status, body, err := k.probe.call(ctx, export, input)
+		return reply{status, body}, err
+	})
+	return r.status, r.body, err
 }
 
 // callFailure reports a call that did not end in a reply: a timeout is
@@ -782,6 +797,10 @@ func (k *kit) deadline() {
 			len(k.timeouts), k.opts.Host.CallTimeout, k.timeouts[0])
 		return
 	}
-	k.add(CheckDeadline, Pass, "%d calls each finished within the %v deadline (slowest: %s, %v)",
-		k.calls, k.opts.Host.CallTimeout, k.slowestCall, k.slowest.Round(time.Microsecond))
+	retried := ""
+	if k.retried > 0 {
+		retried = fmt.Sprintf("; %d stopped once and finished when made again", k.retried)
+	}
+	k.add(CheckDeadline, Pass, "%d calls each finished within the %v deadline (slowest: %s, %v%s)",
+		k.calls, k.opts.Host.CallTimeout, k.slowestCall, k.slowest.Round(time.Microsecond), retried)
 }

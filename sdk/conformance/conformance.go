@@ -69,9 +69,15 @@ type HostOptions struct {
 	// at least 8, at most 4096). A guest growing past it traps.
 	MemoryLimitMiB int
 	// CallTimeout is the budget of one call (default 100ms): CPU time of
-	// the thread running it (Linux; wall time elsewhere), with a wall-clock
-	// cap of 10 budgets.
+	// the thread running it (Linux; wall time elsewhere).
 	CallTimeout time.Duration
+	// WallCap stops a call that is still running after this much wall
+	// time whatever CPU it used (default 10 budgets and at least 10s).
+	// The gateway's cap is 10 budgets; the kit's is looser by default
+	// because it judges the plugin, not the machine: on a loaded machine
+	// a call may wait long for a core without being a runaway, while a
+	// guest blocked in a host call (sleeping) still fails.
+	WallCap time.Duration
 	// PoolSize is the number of instances the module is loaded with.
 	PoolSize int
 	// Logger receives the runtime's messages and the guest's log lines
@@ -85,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Host.CallTimeout == 0 {
 		o.Host.CallTimeout = 100 * time.Millisecond
+	}
+	if o.Host.WallCap == 0 {
+		o.Host.WallCap = max(10*o.Host.CallTimeout, 10*time.Second)
 	}
 	if o.Host.MemoryLimitMiB == 0 {
 		o.Host.MemoryLimitMiB = 64

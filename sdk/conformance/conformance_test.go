@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,4 +223,32 @@ func ExampleReport_WriteTo() {
 	// FAIL memory           memory grew from 8.0 MiB to 64.0 MiB
 	// FAIL: 1 of 2 checks failed (demo@1.0.0)
 	// [memory]
+}
+
+// TestSoundPluginPassesOnABusyMachine: with the gateway's 100ms budget,
+// a sound plugin checked while every P of the Go scheduler is busy with
+// spinning goroutines (a call then waits for a core most of its wall
+// time) passes: calls are bounded by their CPU time, the raw probes as
+// much as the pooled calls. (Not parallel: it loads the machine.)
+func TestSoundPluginPassesOnABusyMachine(t *testing.T) {
+	opts := options()
+	opts.Host.CallTimeout = 100 * time.Millisecond
+	opts.Inputs = map[string][]string{"earn": {`{"points":5}`}}
+	opts.Calls = 200
+	var quit atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for n := 0; !quit.Load(); n++ {
+			}
+		})
+	}
+	r := conformance.Check(t.Context(), fixture(t, "points"), opts)
+	quit.Store(true)
+	wg.Wait()
+	if !r.Passed() {
+		var out strings.Builder
+		r.WriteTo(&out)
+		t.Fatalf("a sound plugin failed on a busy machine:\n%s", out.String())
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/factline/factline/internal/pluginrt"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -25,6 +26,7 @@ type probe struct {
 	cm      wazero.CompiledModule
 	cfg     wazero.ModuleConfig
 	timeout time.Duration
+	wallCap time.Duration
 	mod     api.Module
 	out     *capture
 	// lastMemory is the memory size of the last instance discarded.
@@ -46,7 +48,7 @@ func newProbe(ctx context.Context, module []byte, opts Options, cache wazero.Com
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(uint32(opts.Host.MemoryLimitMiB)*16).
 		WithCloseOnContextDone(true))
-	p := &probe{rt: rt, timeout: opts.Host.CallTimeout, out: &capture{}}
+	p := &probe{rt: rt, timeout: opts.Host.CallTimeout, wallCap: opts.Host.WallCap, out: &capture{}}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		rt.Close(ctx)
 		return nil, err
@@ -84,10 +86,11 @@ func (p *probe) instance(ctx context.Context) (api.Module, error) {
 	if p.mod != nil {
 		return p.mod, nil
 	}
-	ictx, cancel := context.WithTimeout(ctx, max(20*p.timeout, 2*time.Second))
-	defer cancel()
+	budget := max(20*p.timeout, 2*time.Second)
+	ictx, end := pluginrt.CallBudget(ctx, budget, max(p.wallCap, 10*budget))
 	p.out.buf = p.out.buf[:0]
 	mod, err := p.rt.InstantiateModule(ictx, p.cm, p.cfg)
+	_ = end()
 	if err != nil {
 		return nil, p.trap("instantiate", err)
 	}
@@ -145,8 +148,8 @@ func (p *probe) callNoInput(ctx context.Context, export string) ([]uint64, error
 	if f == nil {
 		return nil, fmt.Errorf("the module does not export %s", export)
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
+	cctx, end := pluginrt.CallBudget(ctx, p.timeout, p.wallCap)
+	defer end()
 	p.out.buf = p.out.buf[:0]
 	res, err := f.Call(cctx)
 	if err != nil {
@@ -182,8 +185,8 @@ func (p *probe) call(ctx context.Context, export string, input []byte) (abi.Stat
 		p.discard(ctx)
 		return 0, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
+	cctx, end := pluginrt.CallBudget(ctx, p.timeout, p.wallCap)
+	defer end()
 	p.out.buf = p.out.buf[:0]
 	res, err := mod.ExportedFunction(abi.ExportAlloc).Call(cctx, uint64(len(input)))
 	if err != nil {
