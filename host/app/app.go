@@ -210,10 +210,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("read stored domain manifests: %w", err)
 	}
-	if len(stored) > 0 {
-		if domain, gw, err = a.buildModel(stored); err != nil {
-			return nil, fmt.Errorf("domain manifests:\n%w", err)
-		}
+	// Always built here: stored manifests and --domain files may carry
+	// routes, and command routes are checked.
+	if domain, gw, err = a.buildModel(stored); err != nil {
+		return nil, fmt.Errorf("domain manifests:\n%w", err)
 	}
 	a.layersHash = layersHash(stored)
 	limiter, limiterParts, err := newLimiter(ctx, cfg)

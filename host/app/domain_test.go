@@ -363,3 +363,45 @@ func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
 		t.Fatalf("other types are not affected: %d %v", code, body)
 	}
 }
+
+// TestDomainLayerRoutesAreServedAfterPut: a domain manifest installed
+// through the admin API brings its entity type and its routes, a command
+// route among them; one naming a command its loaded ledger lacks is
+// refused at its file:line:col.
+func TestDomainLayerRoutesAreServedAfterPut(t *testing.T) {
+	l := startLive(t, "sqlite", t.TempDir())
+	createAccount(l, "acct-1")
+	layer := `name: vouchers
+version: "1"
+entities:
+  voucher:
+    ledger: builtin
+    fields:
+      code: {type: string, required: true, storage: ix_s_1}
+    facts: [redeemed]
+routes:
+  - {path: /api/vouchers, method: POST, entity: voucher, action: create}
+  - {path: /api/accounts/:id/deposit, method: POST, entity: account, action: command, command: deposit}
+  - {path: /api/accounts/:id/budget, method: GET, entity: account, action: command, command: budget}
+`
+	if code, body := l.call("POST", "/api/vouchers", l.key, map[string]any{"data": map[string]any{"code": "v1"}}); code != 404 {
+		t.Fatalf("route before the layer: %d %v", code, body)
+	}
+	bad := strings.Replace(layer, "command: budget", "command: refund", 1)
+	code, body := l.putDomain("vouchers", bad)
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), `domain/vouchers:12:94: route GET /api/accounts/:id/budget: ledger account of entity type account has no command "refund"`) {
+		t.Fatalf("layer naming a missing command: %d %v", code, body)
+	}
+	if code, body := l.putDomain("vouchers", layer); code != 201 {
+		t.Fatalf("install: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/api/vouchers", l.key, map[string]any{"data": map[string]any{"code": "v1"}}); code != 201 {
+		t.Fatalf("create route of the layer: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/api/accounts/acct-1/deposit", l.key, map[string]any{"amount": 5}); code != 201 || dataOf(body)["type"] != "deposit" {
+		t.Fatalf("command route, write: %d %v", code, body)
+	}
+	if code, body := l.call("GET", "/api/accounts/acct-1/budget", l.key, nil); code != 200 || fmt.Sprint(dataOf(body)["balance"]) != "5" {
+		t.Fatalf("command route, read: %d %v", code, body)
+	}
+}

@@ -70,14 +70,39 @@ func (a *App) buildModel(stored []store.DomainLayer) (*manifest.Domain, *manifes
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.cfg.Manifest == "" {
-		return base, nil, nil
+	var gw *manifest.Gateway
+	if a.cfg.Manifest != "" {
+		if gw, err = manifest.LoadGatewayFile(a.cfg.Manifest, base); err != nil {
+			return nil, nil, err
+		}
 	}
-	gw, err := manifest.LoadGatewayFile(a.cfg.Manifest, base)
-	if err != nil {
+	// Routes domain manifests carry follow the gateway manifest's.
+	if gw, err = manifest.LayerRoutes(base, gw); err != nil {
 		return nil, nil, err
 	}
-	return manifest.MergeDomain(base, gw), gw, nil
+	if gw == nil {
+		return base, nil, nil
+	}
+	merged := manifest.MergeDomain(base, gw)
+	if err := manifest.CheckCommands(gw, merged, a.describedCommands); err != nil {
+		return nil, nil, err
+	}
+	return merged, gw, nil
+}
+
+// describedCommands tells the commands of the ledgers loaded here; a
+// plugin not loaded yet is not known, and its command routes answer 503
+// until it is.
+func (a *App) describedCommands(name string) ([]manifest.LedgerCommand, bool) {
+	specs, ok := a.ledgers.Described(name)
+	if !ok {
+		return nil, false
+	}
+	out := make([]manifest.LedgerCommand, len(specs))
+	for i, c := range specs {
+		out[i] = manifest.LedgerCommand{Name: c.Name, Method: c.Method, ReadOnly: c.ReadOnly}
+	}
+	return out, true
 }
 
 // checkLocked builds the model stored would give and checks it against
@@ -118,7 +143,9 @@ func (a *App) applyLocked(ctx context.Context, stored []store.DomainLayer) error
 	if err := a.Platform.SetDomain(next); err != nil {
 		return err
 	}
-	if gw != nil {
+	// Without a gateway manifest the routes are the domain layers' (none
+	// when the last layer with routes went away).
+	if gw != nil || a.cfg.Manifest == "" {
 		a.Server.SetRoutes(gw)
 	}
 	a.layersHash = layersHash(stored)
