@@ -3,6 +3,7 @@
 //	factline serve   start the HTTP gateway
 //	factline keys    create, list and revoke API keys
 //	factline check   check manifests and report every problem
+//	factline migrate apply or list schema migrations
 //	factline version print the version
 //
 // Every flag can also be set through FACTLINE_<FLAG> (dashes become
@@ -36,6 +37,7 @@ var commands = []command{
 	{"check", "check manifest files and report every problem", runCheck},
 	{"openapi", "print the OpenAPI 3.0 description of a gateway manifest", runOpenAPI},
 	{"plugin", "check a plugin module against the plugin ABI (plugin test FILE.wasm)", runPlugin},
+	{"migrate", "apply or list the store's schema migrations (migrate up|status)", runMigrate},
 	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
 	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", webhook.RunCLI},
 	{"version", "print the version", runVersion},

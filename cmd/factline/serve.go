@@ -50,6 +50,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
 	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	migrate := fs.Bool("migrate", true, "apply pending schema migrations at start (false: refuse to start while one is pending; see factline migrate)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -71,6 +72,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
 		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
+		SkipMigrations: !*migrate,
 	})
 	if err != nil {
 		return err

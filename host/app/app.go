@@ -87,6 +87,9 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// SkipMigrations opens the store without migrating it and refuses a
+	// database with a pending migration (factline migrate up applies them).
+	SkipMigrations bool
 }
 
 func (c *Config) defaults() {
@@ -121,7 +124,7 @@ func (c *Config) defaults() {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	cfg.defaults()
 	if cfg.DatabaseURL != "" {
-		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger})
+		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations})
 		if err != nil {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
@@ -130,7 +133,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger})
+	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store: %w", err)
 	}
