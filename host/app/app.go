@@ -90,6 +90,10 @@ type Config struct {
 	// SkipMigrations opens the store without migrating it and refuses a
 	// database with a pending migration (factline migrate up applies them).
 	SkipMigrations bool
+	// MetricsAddr, when set, serves /metrics (and /debug/pprof/ with
+	// Pprof) on a listener of its own instead of the API address.
+	MetricsAddr string
+	Pprof       bool
 }
 
 func (c *Config) defaults() {
@@ -154,6 +158,8 @@ type App struct {
 	awaited atomic.Pointer[map[string]bool]
 	// layersHash identifies the stored domain manifests being served.
 	layersHash string
+	// metricsAddr is the bound --metrics-addr listener, if any.
+	metricsAddr net.Addr
 
 	Store         store.Store
 	Platform      *platform.Service
@@ -254,7 +260,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.Projections.RegisterConfigType(a.Platform)
-	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version}, gateway.Deps{
+	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version, NoMetrics: cfg.MetricsAddr != ""}, gateway.Deps{
 		Platform:    a.Platform,
 		Auth:        auth.NewAuthenticator(st),
 		Logger:      cfg.Logger,
@@ -397,6 +403,15 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	if err != nil {
 		a.Close()
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	if a.cfg.MetricsAddr != "" {
+		m, err := a.listenMetrics()
+		if err != nil {
+			ln.Close()
+			a.Close()
+			return fmt.Errorf("listen on metrics address %s: %w", a.cfg.MetricsAddr, err)
+		}
+		defer m.close()
 	}
 	if ready != nil {
 		ready(ln.Addr())
