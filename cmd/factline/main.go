@@ -40,6 +40,7 @@ var commands = []command{
 	{"migrate", "apply or list the store's schema migrations (migrate up|status)", runMigrate},
 	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
 	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", webhook.RunCLI},
+	{"probe", "exit 0 when a URL (default http://127.0.0.1:8080/ready) answers 200, for container health checks", runProbe},
 	{"version", "print the version", runVersion},
 }
 
