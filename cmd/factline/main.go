@@ -3,6 +3,7 @@
 //	factline serve   start the HTTP gateway
 //	factline keys    create, list and revoke API keys
 //	factline check   check manifests and report every problem
+//	factline migrate apply or list schema migrations
 //	factline version print the version
 //
 // Every flag can also be set through FACTLINE_<FLAG> (dashes become
@@ -36,8 +37,10 @@ var commands = []command{
 	{"check", "check manifest files and report every problem", runCheck},
 	{"openapi", "print the OpenAPI 3.0 description of a gateway manifest", runOpenAPI},
 	{"plugin", "check a plugin module against the plugin ABI (plugin test FILE.wasm)", runPlugin},
+	{"migrate", "apply or list the store's schema migrations (migrate up|status)", runMigrate},
 	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
 	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", webhook.RunCLI},
+	{"probe", "exit 0 when a URL (default http://127.0.0.1:8080/ready) answers 200, for container health checks", runProbe},
 	{"version", "print the version", runVersion},
 }
 

@@ -50,8 +50,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
 	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	migrate := fs.Bool("migrate", true, "apply pending schema migrations at start (false: refuse to start while one is pending; see factline migrate)")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this address instead of --addr (for example 127.0.0.1:9090)")
+	pprof := fs.Bool("pprof", false, "serve /debug/pprof/ on --metrics-addr (requires --metrics-addr)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *pprof && *metricsAddr == "" {
+		return usageErr("--pprof requires --metrics-addr: profiles are never served on the API address")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -71,6 +77,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
 		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
+		SkipMigrations: !*migrate, MetricsAddr: *metricsAddr, Pprof: *pprof,
 	})
 	if err != nil {
 		return err
@@ -82,6 +89,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		logger.Info("factline listening", "addr", bound.String(), "store", where, "version", app.Version)
 		fmt.Fprintf(stdout, "factline %s listening on http://%s (%s)\n", app.Version, displayAddr(bound), where)
+		if m := a.MetricsAddr(); m != nil {
+			fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", displayAddr(m))
+		}
 	})
 }
 

@@ -87,6 +87,13 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// SkipMigrations opens the store without migrating it and refuses a
+	// database with a pending migration (factline migrate up applies them).
+	SkipMigrations bool
+	// MetricsAddr, when set, serves /metrics (and /debug/pprof/ with
+	// Pprof) on a listener of its own instead of the API address.
+	MetricsAddr string
+	Pprof       bool
 }
 
 func (c *Config) defaults() {
@@ -121,7 +128,7 @@ func (c *Config) defaults() {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	cfg.defaults()
 	if cfg.DatabaseURL != "" {
-		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger})
+		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations})
 		if err != nil {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
@@ -130,7 +137,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger})
+	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store: %w", err)
 	}
@@ -151,6 +158,8 @@ type App struct {
 	awaited atomic.Pointer[map[string]bool]
 	// layersHash identifies the stored domain manifests being served.
 	layersHash string
+	// metricsAddr is the bound --metrics-addr listener, if any.
+	metricsAddr net.Addr
 
 	Store         store.Store
 	Platform      *platform.Service
@@ -254,7 +263,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// One authenticator for the API and the console, so a key the console
 	// finds revoked is refused by the API at once too.
 	authn := auth.NewAuthenticator(st)
-	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version}, gateway.Deps{
+	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version, NoMetrics: cfg.MetricsAddr != ""}, gateway.Deps{
 		Platform:    a.Platform,
 		Auth:        authn,
 		Logger:      cfg.Logger,
@@ -400,6 +409,15 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	if err != nil {
 		a.Close()
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	if a.cfg.MetricsAddr != "" {
+		m, err := a.listenMetrics()
+		if err != nil {
+			ln.Close()
+			a.Close()
+			return fmt.Errorf("listen on metrics address %s: %w", a.cfg.MetricsAddr, err)
+		}
+		defer m.close()
 	}
 	if ready != nil {
 		ready(ln.Addr())

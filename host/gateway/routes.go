@@ -23,7 +23,9 @@ func (s *Server) routes() {
 	s.app.Get("/errors/:slug", s.errorPage)
 	s.app.Get("/openapi.json", s.openAPI)
 	s.app.Get("/docs", s.apiReference)
-	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	if !s.cfg.NoMetrics {
+		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	}
 
 	// The key check is attached per route, not to the /v1 group: a group
 	// middleware would also run for manifest routes under /v1, some of

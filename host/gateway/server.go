@@ -33,6 +33,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Version is reported by /health.
 	Version string
+	// NoMetrics leaves /metrics off the API port (404): the process
+	// serves it on a listener of its own.
+	NoMetrics bool
 }
 
 // Deps are the services the server fronts.

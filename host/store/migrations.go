@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -56,4 +57,64 @@ func MigrationsDir(fsys fs.FS, dir string) fs.FS {
 		panic(err)
 	}
 	return sub
+}
+
+// MigrationStatus is one migration of the binary and whether a database
+// has it.
+type MigrationStatus struct {
+	Migration
+	// AppliedAt is when it was applied, in ms since the epoch; 0: pending.
+	AppliedAt int64
+}
+
+// Pending reports whether the migration is yet to be applied.
+func (s MigrationStatus) Pending() bool { return s.AppliedAt == 0 }
+
+// ErrMigrationsPending is matched (errors.Is) by a [PendingError].
+var ErrMigrationsPending = errors.New("migrations pending")
+
+// PendingError is returned by a store opened with migrations off when the
+// database lacks migrations the binary has.
+type PendingError struct{ Pending []Migration }
+
+func (e *PendingError) Error() string {
+	names := make([]string, len(e.Pending))
+	for i, m := range e.Pending {
+		names[i] = m.Name
+	}
+	return fmt.Sprintf("%d migration(s) pending (%s): run factline migrate up", len(e.Pending), strings.Join(names, ", "))
+}
+
+func (e *PendingError) Is(target error) bool { return target == ErrMigrationsPending }
+
+// MigrationPlan pairs the binary's migrations with the versions a database
+// recorded (version -> applied_at). A recorded version the binary does not
+// know means the schema is newer than the binary: an error.
+func MigrationPlan(ms []Migration, applied map[int64]int64) ([]MigrationStatus, error) {
+	known := map[int64]bool{}
+	out := make([]MigrationStatus, len(ms))
+	for i, m := range ms {
+		known[m.Version] = true
+		out[i] = MigrationStatus{Migration: m, AppliedAt: applied[m.Version]}
+	}
+	for v := range applied {
+		if !known[v] {
+			return out, fmt.Errorf("database has migration version %d, which this binary does not know: it is newer than this binary", v)
+		}
+	}
+	return out, nil
+}
+
+// CheckApplied returns a *PendingError when st lists a pending migration.
+func CheckApplied(st []MigrationStatus) error {
+	var pending []Migration
+	for _, s := range st {
+		if s.Pending() {
+			pending = append(pending, s.Migration)
+		}
+	}
+	if len(pending) > 0 {
+		return &PendingError{Pending: pending}
+	}
+	return nil
 }

@@ -108,3 +108,62 @@ func migrated(ctx context.Context, pool *pgxpool.Pool, ms []store.Migration) boo
 	}
 	return true
 }
+
+// querier is what reading the schema_migrations table needs.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// migrationStatus lists the migrations of fsys, each applied or pending in
+// the database q reads. It writes nothing.
+func migrationStatus(ctx context.Context, q querier, fsys fs.FS) ([]store.MigrationStatus, error) {
+	ms, err := store.LoadMigrations(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: migrations: %w", err)
+	}
+	applied := map[int64]int64{}
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("postgres: read migrations: %w", err)
+	}
+	if exists {
+		rows, err := q.Query(ctx, `SELECT version, applied_at FROM schema_migrations`)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: read migrations: %w", err)
+		}
+		var v, at int64
+		if _, err := pgx.ForEachRow(rows, []any{&v, &at}, func() error { applied[v] = at; return nil }); err != nil {
+			return nil, fmt.Errorf("postgres: read migrations: %w", err)
+		}
+	}
+	st, err := store.MigrationPlan(ms, applied)
+	if err != nil {
+		return st, fmt.Errorf("postgres: %w", err)
+	}
+	return st, nil
+}
+
+// checkMigrated fails with a *store.PendingError unless every migration of
+// fsys is applied.
+func checkMigrated(ctx context.Context, q querier, fsys fs.FS) error {
+	st, err := migrationStatus(ctx, q, fsys)
+	if err != nil {
+		return err
+	}
+	if err := store.CheckApplied(st); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return nil
+}
+
+// MigrationStatus connects to the database at url and lists the binary's
+// migrations, each applied or pending, without changing anything.
+func MigrationStatus(ctx context.Context, url string) ([]store.MigrationStatus, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return migrationStatus(ctx, conn, migrationFS)
+}

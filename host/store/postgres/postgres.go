@@ -33,6 +33,9 @@ type Options struct {
 	// before it is pinged; a ping unanswered for twice that counts as a
 	// lost connection. Zero means DefaultListenHeartbeat.
 	ListenHeartbeat time.Duration
+	// SkipMigrations leaves the schema alone: Open fails with a
+	// *store.PendingError when the database lacks a migration.
+	SkipMigrations bool
 }
 
 // DefaultListenHeartbeat bounds how long a LISTEN connection that died
@@ -104,7 +107,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	if err := migrate(ctx, pool, migrationFS, logger); err != nil {
+	if opts.SkipMigrations {
+		err = checkMigrated(ctx, pool, migrationFS)
+	} else {
+		err = migrate(ctx, pool, migrationFS, logger)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/factline/factline/host/store"
@@ -84,4 +86,70 @@ func applyMigration(ctx context.Context, db *sql.DB, m store.Migration) (applied
 		return false, err
 	}
 	return true, nil
+}
+
+// migrationStatus lists the migrations of fsys, each applied or pending in
+// db. It writes nothing.
+func migrationStatus(ctx context.Context, db *sql.DB, fsys fs.FS) ([]store.MigrationStatus, error) {
+	ms, err := store.LoadMigrations(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	applied := map[int64]int64{}
+	var n int // a nil db is a file not created yet
+	if db != nil {
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+			return nil, fmt.Errorf("sqlite: read migrations: %w", err)
+		}
+	}
+	if n > 0 {
+		rows, err := db.QueryContext(ctx, `SELECT version, applied_at FROM schema_migrations`)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: read migrations: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v, at int64
+			if err := rows.Scan(&v, &at); err != nil {
+				return nil, fmt.Errorf("sqlite: read migrations: %w", err)
+			}
+			applied[v] = at
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlite: read migrations: %w", err)
+		}
+	}
+	st, err := store.MigrationPlan(ms, applied)
+	if err != nil {
+		return st, fmt.Errorf("sqlite: %w", err)
+	}
+	return st, nil
+}
+
+// checkMigrated fails with a *store.PendingError unless every migration of
+// fsys is applied.
+func checkMigrated(ctx context.Context, db *sql.DB, fsys fs.FS) error {
+	st, err := migrationStatus(ctx, db, fsys)
+	if err != nil {
+		return err
+	}
+	if err := store.CheckApplied(st); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	return nil
+}
+
+// MigrationStatus lists the binary's migrations, each applied or pending in
+// the database file at path, without changing anything. A file that does
+// not exist has every migration pending.
+func MigrationStatus(ctx context.Context, path string) ([]store.MigrationStatus, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return migrationStatus(ctx, nil, migrationFS)
+	}
+	db, err := sql.Open("sqlite", path+"?"+dsnParams(true))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	defer db.Close()
+	return migrationStatus(ctx, db, migrationFS)
 }

@@ -30,6 +30,9 @@ type Options struct {
 	// Logger receives migration and lifecycle messages; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// SkipMigrations leaves the schema alone: Open fails with a
+	// *store.PendingError when the database lacks a migration.
+	SkipMigrations bool
 }
 
 // Store is the SQLite implementation of [store.Store]. It is safe for
@@ -81,7 +84,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open writer: %w", err)
 	}
-	if err := migrate(ctx, w, migrationFS, logger); err != nil {
+	if opts.SkipMigrations {
+		err = checkMigrated(ctx, w, migrationFS)
+	} else {
+		err = migrate(ctx, w, migrationFS, logger)
+	}
+	if err != nil {
 		w.Close()
 		return nil, err
 	}

@@ -1,0 +1,105 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/testutil"
+)
+
+// storeArgs returns the flags selecting a fresh store of each kind.
+func storeArgs(t *testing.T) map[string][]string {
+	return map[string][]string{
+		"sqlite":   {"--data-dir", t.TempDir()},
+		"postgres": {"--database-url", testutil.Postgres(t)},
+	}
+}
+
+var migrationLine = regexp.MustCompile(`(?m)^\d+\s+\d{4}_\S+\.sql\s+(applied|pending)\s`)
+
+// migrationStates runs migrate status and returns the state of each
+// migration it lists.
+func migrationStates(t *testing.T, args []string) []string {
+	t.Helper()
+	out, errOut, code := cli(t, nil, append([]string{"migrate", "status"}, args...)...)
+	if code != 0 {
+		t.Fatalf("migrate status: exit %d\n%s%s", code, out, errOut)
+	}
+	var states []string
+	for _, m := range migrationLine.FindAllStringSubmatch(out, -1) {
+		states = append(states, m[1])
+	}
+	if len(states) == 0 {
+		t.Fatalf("migrate status listed no migration:\n%s", out)
+	}
+	return states
+}
+
+func TestMigrateStatusFreshAndMigrated(t *testing.T) {
+	t.Parallel()
+	for name, args := range storeArgs(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, s := range migrationStates(t, args) {
+				if s != "pending" {
+					t.Fatalf("fresh database: a migration is %s", s)
+				}
+			}
+			out, errOut, code := cli(t, nil, append([]string{"migrate", "up"}, args...)...)
+			if code != 0 || !strings.Contains(out, "applied 0001_init.sql") {
+				t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+			}
+			for _, s := range migrationStates(t, args) {
+				if s != "applied" {
+					t.Fatalf("migrated database: a migration is %s", s)
+				}
+			}
+			out, _, code = cli(t, nil, append([]string{"migrate", "up"}, args...)...)
+			if code != 0 || !strings.Contains(out, "nothing to apply") {
+				t.Fatalf("second migrate up: exit %d\n%s", code, out)
+			}
+		})
+	}
+}
+
+func TestMigrateStatusFailsWhenTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := cli(t, nil, "migrate", "status", "--database-url", "postgres://factline@127.0.0.1:1/none?connect_timeout=2")
+	if code == 0 || !strings.Contains(errOut, "connect") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestServeWithoutMigrateRefusesPendingMigrations(t *testing.T) {
+	t.Parallel()
+	for name, args := range storeArgs(t) {
+		t.Run(name, func(t *testing.T) {
+			serve := append([]string{"serve", "--addr", "127.0.0.1:0", "--migrate=false", "--plugin-cache-dir", pluginCache}, args...)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary, serve...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code, errOut := cmd.ProcessState.ExitCode(), stderr.String()
+			if ctx.Err() != nil {
+				t.Fatalf("serve --migrate=false on a fresh database started: %v\n%s", err, errOut)
+			}
+			if code == 0 || !strings.Contains(errOut, "pending") || !strings.Contains(errOut, "factline migrate up") {
+				t.Fatalf("serve --migrate=false on a fresh database: exit %d\n%s", code, errOut)
+			}
+			if _, errOut, code := cli(t, nil, append([]string{"migrate", "up"}, args...)...); code != 0 {
+				t.Fatalf("migrate up: exit %d\n%s", code, errOut)
+			}
+			s := startServer(t, append([]string{"--migrate=false"}, args...)...)
+			if code, _ := s.do(t, "GET", "/health", "", ""); code != 200 {
+				t.Fatalf("serve --migrate=false on a migrated database: /health %d", code)
+			}
+			s.stop(t)
+		})
+	}
+}
