@@ -545,3 +545,93 @@ func waitGuideReady(t *testing.T, s *server) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestGuideCurlAsHTTP: a guide's curl becomes the request curl would send,
+// with its expected answer from the trailing comment.
+func TestGuideCurlAsHTTP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.yaml"), []byte("a: 1\nb: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"KEY": "fl_live_x", "OP": "fl_admin_y"}
+	for _, tc := range []struct {
+		line               string
+		method, url, ctype string
+		key, body          string
+		status             int
+		contain            string
+	}{
+		{line: `curl localhost:8080/v1/entities/m1/points -H "X-API-Key: $KEY"   # 200 {"points":30}`,
+			method: "GET", url: "localhost:8080/v1/entities/m1/points", key: "fl_live_x", status: 200, contain: `{"points":30}`},
+		{line: `curl -X POST localhost:8080/v1/entities/m1/earn -H "X-API-Key: ${KEY}" -H 'Content-Type: application/json' -d '{"points":30}'   # 201`,
+			method: "POST", url: "localhost:8080/v1/entities/m1/earn", ctype: "application/json", key: "fl_live_x", body: `{"points":30}`, status: 201},
+		{line: `curl -s -X PUT localhost:8080/v1/admin/domain/m -H "X-API-Key: $OP" --data-binary @m.yaml`,
+			method: "PUT", url: "localhost:8080/v1/admin/domain/m", ctype: "application/x-www-form-urlencoded", key: "fl_admin_y", body: "a: 1\nb: 2\n"},
+		{line: `curl localhost:8080/x -d @m.yaml # a comment, not an expectation`,
+			method: "POST", url: "localhost:8080/x", ctype: "application/x-www-form-urlencoded", body: "a: 1b: 2"},
+	} {
+		c, err := parseCurl(tc.line, vars, dir)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		if c.method != tc.method || c.url != tc.url || c.header.Get("Content-Type") != tc.ctype || c.header.Get("X-API-Key") != tc.key ||
+			string(c.body) != tc.body || c.status != tc.status || c.contain != tc.contain {
+			t.Errorf("%s:\n got %s %s type %q key %q body %q status %d contain %q", tc.line,
+				c.method, c.url, c.header.Get("Content-Type"), c.header.Get("X-API-Key"), c.body, c.status, c.contain)
+		}
+	}
+	for _, bad := range []string{
+		`curl localhost:8080/v1 -H "X-API-Key: $ADMIN"`, // a variable no line set
+		`curl -u me:pw localhost:8080/v1`,               // an option the test does not play
+		`curl -X POST`,                                  // no URL
+		`curl localhost:8080/v1 -H 'X-API-Key: x`,       // unclosed quote
+	} {
+		if _, err := parseCurl(bad, vars, dir); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}
+
+// TestGuideBlocksNeedAFile: every block but a shell one names the file it
+// goes to, so none of the guide goes untested.
+func TestGuideBlocksNeedAFile(t *testing.T) {
+	t.Parallel()
+	blocks, err := parseGuide("intro\n\n<!-- file: main.go -->\n```go\npackage main\n```\n\n```sh\ngo test ./...\n```\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 2 || blocks[0].file != "main.go" || blocks[0].text != "package main\n" || blocks[1].lang != "sh" || blocks[1].file != "" {
+		t.Fatalf("blocks: %+v", blocks)
+	}
+	for _, bad := range []string{
+		"`main.go`:\n\n```go\npackage main\n```\n",
+		"<!-- file: a.yaml -->\nprose in between\n```yaml\na: 1\n```\n",
+		"<!-- file: main.go -->\n```go\npackage main\n",
+	} {
+		if _, err := parseGuide(bad); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}
+
+// TestGuideGatewayLines: the lines played against a gateway are serve, a
+// key assignment and curl; the rest runs in bash.
+func TestGuideGatewayLines(t *testing.T) {
+	t.Parallel()
+	for line, want := range map[string]bool{
+		"factline serve --addr :8080 --data-dir ./data":                               true,
+		"OP=$(factline keys create --tenant operator --mode admin --data-dir ./data)": true,
+		`curl localhost:8080/ready`:                                                   true,
+		"factline plugin test points.wasm":                                            false,
+		"go test ./...":                                                               false,
+	} {
+		if got := isGatewayLine(line); got != want {
+			t.Errorf("%s: gateway line %v, want %v", line, got, want)
+		}
+	}
+	got := guideStoreArgs([]string{"keys", "create", "--data-dir", "./data", "--mode", "live"}, []string{"--data-dir", "/tmp/d", "--database-url", "postgres://x"})
+	if want := []string{"keys", "create", "--data-dir", "/tmp/d", "--database-url", "postgres://x", "--mode", "live"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("store args %q, want %q", got, want)
+	}
+}
