@@ -451,9 +451,10 @@ func playGateway(t *testing.T, lines []string, dir string, store []string) {
 					args[i+1] = "127.0.0.1:0"
 				}
 			}
-			s = startProcess(t, args)
-			t.Cleanup(func() { s.stop(t) })
-			waitGuideReady(t, s)
+			gw := startProcess(t, args)
+			t.Cleanup(func() { gw.stop(t) })
+			waitGuideReady(t, gw)
+			s = gw
 		case keysLineRe.MatchString(l):
 			m := keysLineRe.FindStringSubmatch(l)
 			words, _, err := shellWords(m[2], vars)
