@@ -125,7 +125,14 @@ var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
 
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--domain", domainManifest(t), "--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache}, args...)...)
+	return startProcess(t, append([]string{"serve", "--addr", "127.0.0.1:0", "--domain", domainManifest(t), "--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache}, args...))
+}
+
+// startProcess runs the binary with args (a serve command listening on
+// 127.0.0.1:0) and waits until it listens.
+func startProcess(t *testing.T, args []string) *server {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
