@@ -224,7 +224,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if domain, gw, err = a.buildModel(stored); err != nil {
 		return nil, fmt.Errorf("domain manifests:\n%w", err)
 	}
-	a.layersHash = layersHash(stored)
+	a.layersHash = store.LayersDigest(stored)
 	limiter, limiterParts, err := newLimiter(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -71,6 +71,7 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 		err = a.changeLayers(c, name, func(stored []store.DomainLayer) ([]store.DomainLayer, error) {
 			i := slices.IndexFunc(stored, func(s store.DomainLayer) bool { return s.Name == name })
 			if i < 0 {
+				status = fiber.StatusCreated
 				stored = append(stored, l)
 				slices.SortFunc(stored, func(x, y store.DomainLayer) int { return strings.Compare(x.Name, y.Name) })
 			} else {
@@ -78,7 +79,7 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 				stored[i] = l
 			}
 			return stored, nil
-		}, func() error { return a.Store.PutDomainLayer(gateway.Context(c), &l) })
+		}, func(expect string) error { return a.Store.PutDomainLayer(gateway.Context(c), &l, expect) })
 		if err != nil {
 			return err
 		}
@@ -97,7 +98,7 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 			}
 			gone = stored[i]
 			return slices.Delete(stored, i, i+1), nil
-		}, func() error { return a.Store.DeleteDomainLayer(gateway.Context(c), name) })
+		}, func(expect string) error { return a.Store.DeleteDomainLayer(gateway.Context(c), name, expect) })
 		if err != nil {
 			return err
 		}
@@ -107,25 +108,39 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 
 // changeLayers runs one admin change of the stored domain manifests: the
 // model edit gives is checked like any other change, then write stores it
-// and this process swaps it in at once (the others within a poll).
-func (a *App) changeLayers(c *fiber.Ctx, name string, edit func([]store.DomainLayer) ([]store.DomainLayer, error), write func() error) error {
+// if the stored manifests are still those the check started from (their
+// digest), and this process swaps it in at once (the others within a
+// poll). A change another process stored in between makes it start over
+// from the new manifests, so two changes made at once are each checked
+// against the other; after a few such rounds it answers 409.
+func (a *App) changeLayers(c *fiber.Ctx, name string, edit func([]store.DomainLayer) ([]store.DomainLayer, error), write func(expect string) error) error {
 	ctx := gateway.Context(c)
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	stored, err := a.Store.ListDomainLayers(ctx)
-	if err != nil {
-		return err
-	}
-	next, err := edit(stored)
-	if err != nil {
-		return err
-	}
-	if _, _, err := a.checkLocked(ctx, next); err != nil {
-		return refusedDomain(name, err)
-	}
-	if err := write(); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+	const rounds = 5
+	var next []store.DomainLayer
+	for round := 1; ; round++ {
+		stored, err := a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			return err
+		}
+		if next, err = edit(slices.Clone(stored)); err != nil {
+			return err
+		}
+		if _, _, err := a.checkLocked(ctx, next); err != nil {
+			return refusedDomain(name, err)
+		}
+		err = write(store.LayersDigest(stored))
+		if err == nil {
+			break
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
 			return problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
+		case errors.Is(err, store.ErrVersionConflict) && round < rounds:
+			continue
+		case errors.Is(err, store.ErrVersionConflict):
+			return problem.Newf(problem.Conflict, "Domain manifest %s was not changed: the domain manifests kept changing while it was checked; try again", name)
 		}
 		return err
 	}

@@ -148,17 +148,8 @@ func (a *App) applyLocked(ctx context.Context, stored []store.DomainLayer) error
 	if gw != nil || a.cfg.Manifest == "" {
 		a.Server.SetRoutes(gw)
 	}
-	a.layersHash = layersHash(stored)
+	a.layersHash = store.LayersDigest(stored)
 	return nil
-}
-
-// layersHash identifies a set of stored domain manifests.
-func layersHash(stored []store.DomainLayer) string {
-	h := sha256.New()
-	for _, l := range stored {
-		fmt.Fprintf(h, "%s\x00%s\x00", l.Name, l.SHA256)
-	}
-	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 // pollDomainLayers applies domain manifests installed through another
@@ -180,7 +171,7 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 			continue
 		}
 		a.reloadMu.Lock()
-		if h := layersHash(stored); h != a.layersHash {
+		if h := store.LayersDigest(stored); h != a.layersHash {
 			if err := a.applyLocked(ctx, stored); err != nil {
 				a.cfg.Logger.Error("stored domain manifests refused; the previous model keeps serving", "problems", err.Error())
 				// Not retried until the stored set changes again.

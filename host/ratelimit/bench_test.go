@@ -37,13 +37,13 @@ func BenchmarkMemoryAllow(b *testing.B) {
 }
 
 func BenchmarkRedisAllow(b *testing.B) {
-	benchAllow(b, ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{}))
+	benchAllow(b, ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{CallTimeout: patient}))
 }
 
 // benchHotKey runs Allow in parallel on one key at a large limit: the
 // gateway benchmark's load, with and without leases.
 func benchHotKey(b *testing.B, maxLease int) {
-	lim := ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{MaxLease: maxLease})
+	lim := ratelimit.NewRedis(redisClient(b), ratelimit.RedisOptions{CallTimeout: patient, MaxLease: maxLease})
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()

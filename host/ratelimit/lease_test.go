@@ -26,13 +26,13 @@ func TestLeaseDecisionsMatchUnleased(t *testing.T) {
 		t.Run(fmt.Sprint("rpm=", rpm), func(t *testing.T) {
 			t.Parallel()
 			clk := newClock()
-			plain := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{Prefix: t.Name() + ":plain:", MaxLease: 1}, clk.Now)
+			plain := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":plain:", MaxLease: 1}, clk.Now)
 			// The leasing limiter has a client of its own, whose commands
 			// are counted.
 			var cmds commandLog
 			own := redisClientOn(t, url)
 			own.AddHook(&cmds)
-			leased := ratelimit.NewRedisAt(own, ratelimit.RedisOptions{Prefix: t.Name() + ":leased:"}, clk.Now)
+			leased := ratelimit.NewRedisAt(own, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":leased:"}, clk.Now)
 			n := min(rpm+10, 3000)
 			for i := range n {
 				if i == n/2 {
@@ -69,7 +69,7 @@ func TestLeaseNeverExceedsGrant(t *testing.T) {
 	url := redisURL(t)
 	var lims [2]*ratelimit.Redis
 	for i := range lims {
-		lims[i] = ratelimit.NewRedisAt(redisClientOn(t, url), ratelimit.RedisOptions{}, clk.Now)
+		lims[i] = ratelimit.NewRedisAt(redisClientOn(t, url), ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
 	}
 	const rpm, total, perProcess = 20_000, 30_000, 16
 	most := rpm / 1000
@@ -115,7 +115,7 @@ func TestLeaseWindowTwoProcesses(t *testing.T) {
 	url := redisURL(t)
 	var lims [2]*ratelimit.Redis
 	for i := range lims {
-		lims[i] = ratelimit.NewRedis(redisClientOn(t, url), ratelimit.RedisOptions{})
+		lims[i] = ratelimit.NewRedis(redisClientOn(t, url), ratelimit.RedisOptions{CallTimeout: patient})
 	}
 	const rpm, perProcess = 6000, 8 // T = 10 ms, leases of up to 6
 	most := int64(rpm / 1000)
@@ -144,7 +144,14 @@ func TestLeaseWindowTwoProcesses(t *testing.T) {
 			}()
 		}
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Run until the burst and some more have passed (at least 1.5 s, so
+	// that leases are taken over many T), however slow the machine.
+	for deadline := start.Add(time.Minute); passed.Load() < rpm+100 || time.Since(start) < 1500*time.Millisecond; {
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling the count, not ordering
+	}
 	stop.Store(true)
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -168,7 +175,7 @@ func TestLeaseRemembersRejection(t *testing.T) {
 	client := redisClient(t)
 	var cmds commandLog
 	client.AddHook(&cmds)
-	lim := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{}, clk.Now)
+	lim := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
 	c := ctx(t)
 	const rpm = 3000 // T = 20 ms
 	T := 20 * time.Millisecond
@@ -209,7 +216,7 @@ func TestLeaseExpires(t *testing.T) {
 	client := redisClient(t)
 	var cmds commandLog
 	client.AddHook(&cmds)
-	lim := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{}, clk.Now)
+	lim := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
 	c := ctx(t)
 	const rpm = 64_000
 	T := int64(938) // µs: 60 s / 64,000, rounded up
@@ -259,7 +266,7 @@ func TestLeaseExpires(t *testing.T) {
 func TestLeaseKeysSwept(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
-	lim := ratelimit.NewRedisAt(redisClient(t), ratelimit.RedisOptions{}, clk.Now)
+	lim := ratelimit.NewRedisAt(redisClient(t), ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
 	c := ctx(t)
 	for i := range 500 {
 		if _, err := lim.Allow(c, fmt.Sprint("k", i), 1_000_000); err != nil {
@@ -287,7 +294,7 @@ func TestLeaseSmallLimitsUnleased(t *testing.T) {
 	client := redisClient(t)
 	var cmds commandLog
 	client.AddHook(&cmds)
-	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{})
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient})
 	c := ctx(t)
 	for range 20 {
 		if _, err := lim.Allow(c, "k", 1999); err != nil {

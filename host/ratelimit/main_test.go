@@ -61,3 +61,9 @@ func ctx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return c
 }
+
+// patient is the Redis call timeout of limiters in tests that are not
+// about timeouts: the production default (100ms) is a fail-fast bound a
+// test machine busy with other packages can exceed without anything
+// being wrong.
+const patient = 5 * time.Second

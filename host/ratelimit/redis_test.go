@@ -36,7 +36,7 @@ func serverTime(t *testing.T, c *redis.Client) int64 {
 func TestRedisServerTime(t *testing.T) {
 	t.Parallel()
 	client := redisClient(t)
-	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{})
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient})
 	c := ctx(t)
 	key := ratelimit.DefaultPrefix + "tenant-a"
 
@@ -102,8 +102,8 @@ func TestRedisPrefix(t *testing.T) {
 	t.Parallel()
 	client := redisClient(t)
 	c := ctx(t)
-	a := ratelimit.NewRedis(client, ratelimit.RedisOptions{Prefix: "a:"})
-	b := ratelimit.NewRedis(client, ratelimit.RedisOptions{Prefix: "b:"})
+	a := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: "a:"})
+	b := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: "b:"})
 	if d, err := a.Allow(c, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("a: %+v, %v", d, err)
 	}
@@ -134,7 +134,7 @@ func TestRedisTwoProcesses(t *testing.T) {
 		o := *opts
 		clients[i] = redis.NewClient(&o)
 		t.Cleanup(func() { clients[i].Close() })
-		lims[i] = ratelimit.NewRedis(clients[i], ratelimit.RedisOptions{})
+		lims[i] = ratelimit.NewRedis(clients[i], ratelimit.RedisOptions{CallTimeout: patient})
 		if err := clients[i].Ping(ctx(t)).Err(); err != nil { // connect outside the timed span
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestRedisDown(t *testing.T) {
 	})
 
 	t.Run("fail closed", func(t *testing.T) {
-		lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{})
+		lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient})
 		d, err := lim.Allow(c, "k", 60)
 		if !errors.Is(err, ratelimit.ErrUnavailable) || d.Allowed {
 			t.Fatalf("Allow with Redis down, failing closed = %+v, %v; want ErrUnavailable", d, err)
@@ -323,7 +323,7 @@ func TestRedisRecovers(t *testing.T) {
 func TestRedisOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	client := redisClient(t)
-	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{})
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient})
 	c := ctx(t)
 	if _, err := lim.Allow(c, "warm", 60); err != nil { // may load the script
 		t.Fatal(err)

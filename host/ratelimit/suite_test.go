@@ -26,7 +26,7 @@ func impls(t *testing.T) []impl {
 		}},
 		{"redis", func(t *testing.T, clk *clock) ratelimit.Limiter {
 			// A prefix per subtest keeps parallel subtests apart.
-			return ratelimit.NewRedisAt(client, ratelimit.RedisOptions{Prefix: t.Name() + ":"}, clk.Now)
+			return ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":"}, clk.Now)
 		}},
 	}
 }

@@ -16,8 +16,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -475,12 +478,17 @@ type DomainUsageStore interface {
 	FactTypeKeys(ctx context.Context, entityType, factType string) (map[string]int64, error)
 
 	// PutDomainLayer stores a domain manifest installed through the admin
-	// API, replacing one of the same name.
-	PutDomainLayer(ctx context.Context, l *DomainLayer) error
+	// API, replacing one of the same name, if the stored manifests are
+	// still those whose LayersDigest is expect (else ErrVersionConflict,
+	// and nothing is written): a change is checked against the model the
+	// caller read, so two processes changing the domain at once cannot
+	// both pass their checks against models the other has changed.
+	PutDomainLayer(ctx context.Context, l *DomainLayer, expect string) error
 	// ListDomainLayers lists the stored domain manifests by name.
 	ListDomainLayers(ctx context.Context) ([]DomainLayer, error)
-	// DeleteDomainLayer removes one; ErrNotFound when there is none.
-	DeleteDomainLayer(ctx context.Context, name string) error
+	// DeleteDomainLayer removes one, under the same condition as
+	// PutDomainLayer; ErrNotFound when there is none.
+	DeleteDomainLayer(ctx context.Context, name, expect string) error
 }
 
 // SessionStore persists operator console sessions, so every process
@@ -519,6 +527,16 @@ type DomainLayer struct {
 	Source    []byte // YAML or JSON, as uploaded
 	SHA256    string
 	UpdatedAt int64
+}
+
+// LayersDigest identifies a set of stored domain manifests (by name and
+// content), as ListDomainLayers lists them.
+func LayersDigest(layers []DomainLayer) string {
+	h := sha256.New()
+	for _, l := range layers {
+		fmt.Fprintf(h, "%s\x00%s\x00", l.Name, l.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // SlotColumns lists every slot column, string slots first.

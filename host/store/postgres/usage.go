@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/factline/factline/host/store"
 )
 
@@ -62,13 +64,42 @@ func (s *Store) FactTypeKeys(ctx context.Context, entityType, factType string) (
 	return keys, nil
 }
 
-// PutDomainLayer stores a domain manifest, replacing one of the same name.
-func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO domain_layers (name, source, sha256, updated_at) VALUES ($1, $2, $3, $4)
-ON CONFLICT (name) DO UPDATE SET source = excluded.source, sha256 = excluded.sha256, updated_at = excluded.updated_at`, l.Name, l.Source, l.SHA256, l.UpdatedAt); err != nil {
+// PutDomainLayer stores a domain manifest, replacing one of the same
+// name, if the stored ones are still those expect digests.
+func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer, expect string) error {
+	err := s.changeLayers(ctx, expect, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO domain_layers (name, source, sha256, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET source = excluded.source, sha256 = excluded.sha256, updated_at = excluded.updated_at`, l.Name, l.Source, l.SHA256, l.UpdatedAt)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("postgres: put domain manifest %s: %w", l.Name, interpretError(err))
 	}
 	return nil
+}
+
+// changeLayers runs change in a transaction that holds the domain_layers
+// table against other writers and first checks the stored manifests are
+// those expect digests.
+func (s *Store) changeLayers(ctx context.Context, expect string, change func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE domain_layers IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT name, sha256 FROM domain_layers ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		var cur []store.DomainLayer
+		var l store.DomainLayer
+		if _, err := pgx.ForEachRow(rows, []any{&l.Name, &l.SHA256}, func() error { cur = append(cur, l); return nil }); err != nil {
+			return err
+		}
+		if store.LayersDigest(cur) != expect {
+			return fmt.Errorf("the stored domain manifests changed since they were read: %w", store.ErrVersionConflict)
+		}
+		return change(tx)
+	})
 }
 
 // ListDomainLayers lists the stored domain manifests by name.
@@ -93,13 +124,16 @@ func (s *Store) ListDomainLayers(ctx context.Context) ([]store.DomainLayer, erro
 }
 
 // DeleteDomainLayer removes a stored domain manifest.
-func (s *Store) DeleteDomainLayer(ctx context.Context, name string) error {
-	res, err := s.pool.Exec(ctx, `DELETE FROM domain_layers WHERE name = $1`, name)
+func (s *Store) DeleteDomainLayer(ctx context.Context, name, expect string) error {
+	err := s.changeLayers(ctx, expect, func(tx pgx.Tx) error {
+		res, err := tx.Exec(ctx, `DELETE FROM domain_layers WHERE name = $1`, name)
+		if err == nil && res.RowsAffected() == 0 {
+			err = store.ErrNotFound
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: delete domain manifest %s: %w", name, interpretError(err))
-	}
-	if res.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: delete domain manifest %s: %w", name, store.ErrNotFound)
 	}
 	return nil
 }

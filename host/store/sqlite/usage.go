@@ -63,9 +63,13 @@ func (s *Store) FactTypeKeys(ctx context.Context, entityType, factType string) (
 	return keys, nil
 }
 
-// PutDomainLayer stores a domain manifest, replacing one of the same name.
-func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer) error {
+// PutDomainLayer stores a domain manifest, replacing one of the same
+// name, if the stored ones are still those expect digests.
+func (s *Store) PutDomainLayer(ctx context.Context, l *store.DomainLayer, expect string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := layersUnchanged(ctx, tx, expect); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO domain_layers (name, source, sha256, updated_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET source = excluded.source, sha256 = excluded.sha256, updated_at = excluded.updated_at`, l.Name, l.Source, l.SHA256, l.UpdatedAt)
 		return err
@@ -98,9 +102,12 @@ func (s *Store) ListDomainLayers(ctx context.Context) ([]store.DomainLayer, erro
 }
 
 // DeleteDomainLayer removes a stored domain manifest.
-func (s *Store) DeleteDomainLayer(ctx context.Context, name string) error {
+func (s *Store) DeleteDomainLayer(ctx context.Context, name, expect string) error {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := layersUnchanged(ctx, tx, expect); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM domain_layers WHERE name = ?`, name)
 		if err != nil {
 			return err
@@ -113,6 +120,31 @@ func (s *Store) DeleteDomainLayer(ctx context.Context, name string) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("sqlite: delete domain manifest %s: %w", name, store.ErrNotFound)
+	}
+	return nil
+}
+
+// layersUnchanged checks, inside the single writer's transaction, that
+// the stored domain manifests are those expect digests.
+func layersUnchanged(ctx context.Context, tx *sql.Tx, expect string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name, sha256 FROM domain_layers ORDER BY name`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var cur []store.DomainLayer
+	for rows.Next() {
+		var l store.DomainLayer
+		if err := rows.Scan(&l.Name, &l.SHA256); err != nil {
+			return err
+		}
+		cur = append(cur, l)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if store.LayersDigest(cur) != expect {
+		return fmt.Errorf("the stored domain manifests changed since they were read: %w", store.ErrVersionConflict)
 	}
 	return nil
 }

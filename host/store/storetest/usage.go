@@ -112,17 +112,28 @@ func testDomainLayers(t *testing.T, open Factory) {
 	if len(layers) != 0 {
 		t.Fatalf("layers of an empty store: %v", layers)
 	}
-	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "tickets", Source: []byte("a: 1\n"), SHA256: "aaa", UpdatedAt: 1}), "put tickets")
-	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "claims", Source: []byte("b: 2\n"), SHA256: "bbb", UpdatedAt: 2}), "put claims")
-	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "tickets", Source: []byte("a: 3\n"), SHA256: "ccc", UpdatedAt: 3}), "replace tickets")
+	digest := func() string {
+		t.Helper()
+		layers, err := s.ListDomainLayers(ctx)
+		noErr(t, err, "ListDomainLayers")
+		return store.LayersDigest(layers)
+	}
+	empty := digest()
+	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "tickets", Source: []byte("a: 1\n"), SHA256: "aaa", UpdatedAt: 1}, empty), "put tickets")
+	// A change checked against a model read before another one landed is
+	// refused, and writes nothing.
+	wantErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "claims", Source: []byte("x\n"), SHA256: "xxx", UpdatedAt: 2}, empty), store.ErrVersionConflict, "put against a stale read")
+	wantErr(t, s.DeleteDomainLayer(ctx, "tickets", empty), store.ErrVersionConflict, "delete against a stale read")
+	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "claims", Source: []byte("b: 2\n"), SHA256: "bbb", UpdatedAt: 2}, digest()), "put claims")
+	noErr(t, s.PutDomainLayer(ctx, &store.DomainLayer{Name: "tickets", Source: []byte("a: 3\n"), SHA256: "ccc", UpdatedAt: 3}, digest()), "replace tickets")
 	layers, err = s.ListDomainLayers(ctx)
 	noErr(t, err, "ListDomainLayers")
 	if len(layers) != 2 || layers[0].Name != "claims" || layers[1].Name != "tickets" ||
 		string(layers[1].Source) != "a: 3\n" || layers[1].SHA256 != "ccc" || layers[1].UpdatedAt != 3 {
 		t.Fatalf("layers: %+v", layers)
 	}
-	noErr(t, s.DeleteDomainLayer(ctx, "claims"), "delete claims")
-	wantErr(t, s.DeleteDomainLayer(ctx, "claims"), store.ErrNotFound, "delete claims again")
+	noErr(t, s.DeleteDomainLayer(ctx, "claims", digest()), "delete claims")
+	wantErr(t, s.DeleteDomainLayer(ctx, "claims", digest()), store.ErrNotFound, "delete claims again")
 	layers, err = s.ListDomainLayers(ctx)
 	noErr(t, err, "ListDomainLayers after delete")
 	if len(layers) != 1 || layers[0].Name != "tickets" {
