@@ -1,12 +1,20 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +23,7 @@ import (
 
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/auth"
+	"github.com/factline/factline/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -51,7 +60,10 @@ func serve(t *testing.T, a *app.App) string {
 // TestBrowser drives the console in one Chromium shared by the subtests.
 func TestBrowser(t *testing.T) {
 	chromium := testutil.Chromium(t)
-	a := setup(t, app.Config{Addr: "127.0.0.1:0"})
+	ledgerV1, ledgerV2, cacheDir := ledgerVersions(t)
+	rc := newReceiver(t)
+	a := setup(t, app.Config{Addr: "127.0.0.1:0", PluginCacheDir: cacheDir,
+		WebhookAllowNetworks: "127.0.0.1/32", WebhookTLS: rc.tlsConfig()})
 	base := serve(t, a)
 	out := artifacts(t)
 	t.Logf("screenshots in %s", out)
@@ -78,7 +90,12 @@ func TestBrowser(t *testing.T) {
 		tab, cancelT := context.WithTimeout(tab, time.Minute)
 		defer cancelT()
 		if err := chromedp.Run(tab, append([]chromedp.Action{network.ClearBrowserCookies()}, actions...)...); err != nil {
-			t.Fatal(err)
+			// Say where the page was: a fresh context, the tab's may be done.
+			var loc, body string
+			dctx, cancelD := context.WithTimeout(context.WithoutCancel(tab), 5*time.Second)
+			defer cancelD()
+			_ = chromedp.Run(dctx, chromedp.Location(&loc), chromedp.Text("body", &body, chromedp.ByQuery))
+			t.Fatalf("%v (page %s: %.400s)", err, loc, body)
 		}
 	}
 	signIn := func(key string) chromedp.Action {
@@ -146,6 +163,74 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("OperatorUploadsAndRollsBackPlugin", func(t *testing.T) {
+		// The form answers with the plugins view again; each step waits for
+		// the row of the version it should show.
+		row := func(v string) string { return `tr[data-plugin="ledger"][data-version="` + v + `"]` }
+		upload := func(path, v string) chromedp.Action {
+			return chromedp.Tasks{
+				chromedp.SendKeys("#name", "ledger", chromedp.ByID),
+				chromedp.SetUploadFiles("#module", []string{path}, chromedp.ByID),
+				chromedp.Submit("#upload", chromedp.ByID),
+				chromedp.WaitVisible(row(v), chromedp.ByQuery),
+			}
+		}
+		var notice string
+		run(t, signIn(operator), chromedp.WaitVisible("#plugins", chromedp.ByID),
+			upload(ledgerV1, "1.0.0"), upload(ledgerV2, "2.0.0"), shot("plugins-uploaded"),
+			chromedp.Click(row("2.0.0")+` button.rollback`, chromedp.ByQuery),
+			chromedp.WaitVisible(row("1.0.0"), chromedp.ByQuery), text("#notice", &notice), shot("plugins-rolled-back"))
+		if !strings.Contains(notice, "rolled back") {
+			t.Errorf("notice after roll back %q", notice)
+		}
+		// The API agrees: the console wrote through it.
+		for _, it := range apiCall(t, base, operator, "GET", "/v1/admin/plugins", nil)["items"].([]any) {
+			if m := it.(map[string]any); m["name"] == "ledger" && m["version"] != "1.0.0" {
+				t.Errorf("the API lists ledger %v after the roll back", m["version"])
+			}
+		}
+	})
+
+	t.Run("TenantAdminReplaysDeadLetter", func(t *testing.T) {
+		webhookConfig(t, base, acmeAdmin, rc.url("/dead"), "note.dead_letter")
+		emit(t, base, acmeAdmin, "contact-dl", "note", "dead_letter")
+		// The receiver fails the first request; one attempt makes it a dead letter.
+		var id string
+		waitFor(t, "a dead letter", func() bool {
+			items := apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/dead-letters", nil)["items"].([]any)
+			if len(items) == 1 {
+				id = items[0].(map[string]any)["delivery_id"].(string)
+			}
+			return id != ""
+		})
+		if got := rc.arrivals(id); got != 1 {
+			t.Fatalf("%d arrivals of %s before the replay, want 1", got, id)
+		}
+		row := `tr[data-delivery="` + id + `"]`
+		var notice string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("dead-letters-one"),
+			chromedp.Click(row+` button.replay`, chromedp.ByQuery), chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice), shot("dead-letters-replayed"))
+		if !strings.Contains(notice, id) {
+			t.Errorf("notice after replay %q", notice)
+		}
+		waitFor(t, "the replayed attempt at the receiver", func() bool { return rc.arrivals(id) == 2 })
+	})
+
+	t.Run("TenantAdminRotatesSecret", func(t *testing.T) {
+		cfg, old := webhookConfig(t, base, acmeAdmin, rc.url("/rotate"), "note.rotated")
+		row := `tr[data-config="` + cfg + `"]`
+		var secret, after string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("webhooks-admin"),
+			chromedp.Click(row+` button.rotate`, chromedp.ByQuery), chromedp.WaitVisible("#secret", chromedp.ByID), text("#secret", &secret), shot("secret-rotated"),
+			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.OuterHTML("html", &after, chromedp.ByQuery))
+		if !strings.HasPrefix(secret, "whsec_") || secret == old {
+			t.Errorf("rotated secret %q (old %q): want a new whsec_ secret", secret, old)
+		}
+		if strings.Contains(after, secret) {
+			t.Error("the webhooks view shows the new secret again")
+		}
+	})
+
 	t.Run("SignOut", func(t *testing.T) {
 		var loc string
 		run(t, signIn(acmeAdmin), chromedp.Click("#sign-out", chromedp.ByID), chromedp.WaitVisible("#key", chromedp.ByID),
@@ -154,6 +239,120 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("after sign out, /console/webhooks landed on %q", loc)
 		}
 	})
+}
+
+// ledgerVersions builds the test ledger guest as 1.0.0 and 2.0.0 and
+// precompiles both into a compilation cache for the app (a race build of
+// the runtime compiles them fifteen times slower).
+func ledgerVersions(t *testing.T) (v1, v2, cacheDir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir = t.TempDir()
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	return paths[0], paths[1], cacheDir
+}
+
+// receiver is a loopback HTTPS endpoint that fails the first request of
+// each path and accepts the rest, counting arrivals by delivery id.
+type receiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	ids map[string]int
+	hit map[string]bool
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rc := &receiver{ids: map[string]int{}, hit: map[string]bool{}}
+	rc.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		rc.mu.Lock()
+		rc.ids[r.Header.Get("X-Svc-Delivery-Id")]++
+		first := !rc.hit[r.URL.Path]
+		rc.hit[r.URL.Path] = true
+		rc.mu.Unlock()
+		if first {
+			http.Error(w, "not yet", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) url(path string) string { return rc.srv.URL + path }
+
+func (rc *receiver) arrivals(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.ids[id]
+}
+
+func (rc *receiver) tlsConfig() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(rc.srv.Certificate())
+	return &tls.Config{RootCAs: pool}
+}
+
+// apiCall calls the API over HTTP and returns the envelope's data.
+func apiCall(t *testing.T, base, key, method, path string, body any) map[string]any {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, base+path, rd)
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data map[string]any `json:"data"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 || json.Unmarshal(raw, &out) != nil {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return out.Data
+}
+
+// webhookConfig creates a secret and a one-attempt webhook config of the
+// key's tenant; it returns the config id and the secret.
+func webhookConfig(t *testing.T, base, key, target, trigger string) (id, secret string) {
+	t.Helper()
+	sec := apiCall(t, base, key, "POST", "/v1/admin/webhooks/secrets", nil)
+	cfg := apiCall(t, base, key, "POST", "/v1/configs", map[string]any{"type": "webhook", "name": trigger,
+		"settings": map[string]any{"url": target, "secret_ref": sec["secret_ref"], "triggers": []string{trigger},
+			"retry": map[string]any{"enabled": false}}})
+	return cfg["id"].(string), sec["secret"].(string)
+}
+
+// emit records a fact of a new contact.
+func emit(t *testing.T, base, key, contact, typ, subtype string) {
+	t.Helper()
+	apiCall(t, base, key, "POST", "/v1/entities", map[string]any{"type": "contact", "id": contact, "status": "active", "name": contact})
+	apiCall(t, base, key, "POST", "/v1/facts", map[string]any{"entity_id": contact, "type": typ, "subtype": subtype})
+}
+
+// waitFor polls cond until it holds, for at most a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func writeFile(t *testing.T, name, content string) string {
