@@ -143,7 +143,7 @@ func TestBrowser(t *testing.T) {
 		run(t, signIn(acmeAdmin), text("nav", &nav), text("#tenant", &tenant),
 			chromedp.WaitVisible("#dead-letters", chromedp.ByID), shot("dead-letters"),
 			chromedp.Navigate(base+"/console/plugins"), chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem))
-		if strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Dead letters") || tenant != "acme" {
+		if strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Dead letters") || !strings.Contains(nav, "Deliveries") || tenant != "acme" {
 			t.Errorf("tenant admin nav %q, tenant %q", nav, tenant)
 		}
 		if !strings.Contains(problem, "403") {
@@ -155,7 +155,7 @@ func TestBrowser(t *testing.T) {
 		var nav, body string
 		run(t, signIn(acmeLive), chromedp.WaitVisible("#webhooks", chromedp.ByID), text("nav", &nav), shot("webhooks-portal"),
 			chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible("#problem", chromedp.ByID), text("main", &body))
-		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") {
+		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") || strings.Contains(nav, "Deliveries") {
 			t.Errorf("live key nav %q", nav)
 		}
 		if !strings.Contains(body, "403") {
@@ -214,6 +214,20 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("notice after replay %q", notice)
 		}
 		waitFor(t, "the replayed attempt at the receiver", func() bool { return rc.arrivals(id) == 2 })
+
+		// The deliveries view lists it; its page shows both attempts as a
+		// timeline, read from the audit facts.
+		waitFor(t, "the replayed attempt's audit fact", func() bool {
+			return len(apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/deliveries/"+id, nil)["attempts"].([]any)) == 2
+		})
+		var attempts []string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/deliveries?status=sent"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("deliveries"),
+			chromedp.Click(row+" a", chromedp.ByQuery), chromedp.WaitVisible(`#attempts li[data-attempt]`, chromedp.ByQuery), shot("delivery-timeline"),
+			chromedp.Evaluate(`[...document.querySelectorAll("#attempts li")].map(li => li.textContent.trim())`, &attempts))
+		if len(attempts) != 2 || !strings.Contains(attempts[0], "attempt 1: 500") || !strings.Contains(attempts[1], "attempt 1: 200") ||
+			!strings.Contains(attempts[0], "MAX_RETRIES_EXCEEDED") || !strings.Contains(attempts[1], " ms") {
+			t.Errorf("the delivery's timeline %q, want a 500 with its error code then, after the replay, a 200 with its response time", attempts)
+		}
 	})
 
 	t.Run("TenantAdminRotatesSecret", func(t *testing.T) {

@@ -117,6 +117,8 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
 	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))
 	g.Post("/dead-letters/:id/replay", c.auth(true, c.replay))
+	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
+	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
 	g.Get("/webhooks", c.auth(false, c.webhooksPage))
 	g.Post("/webhooks/:id/rotate-secret", c.auth(true, c.rotateSecret))
 	g.Post("/webhooks/:id/resume", c.auth(true, c.resume))

@@ -2,6 +2,8 @@ package console_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/console"
+	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -217,5 +220,102 @@ func TestSessionServedByAnotherProcess(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `id="tenant">acme<`) {
 		t.Fatalf("the other process answered %d:\n%s", resp.StatusCode, body)
+	}
+}
+
+// addDeliveries appends n webhook.triggered facts with their outbox rows
+// through the store: every third is dead, the rest pending.
+func addDeliveries(t *testing.T, st store.Store, tenant string, n int) {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	for start := 0; start < n; start += 500 {
+		var items []store.Append
+		for i := start; i < min(n, start+500); i++ {
+			factID := fmt.Sprintf("fct_%s_%06d", tenant, i)
+			row := &store.OutboxRow{DeliveryID: "del_" + factID + "_cfg_1_1700000000", TenantID: tenant, TriggeredFactID: factID,
+				ConfigID: "cfg_1", ConfigVersion: 1, Endpoint: "https://r.example:443", Status: store.OutboxPending, Attempt: 1,
+				MaxAttempts: 5, TimeoutSeconds: 30, SigTimestamp: 1_700_000_000, Payload: []byte(`{}`),
+				Message: []byte(`{"url":"https://r.example/hook"}`), NextAttemptAt: now + 3_600_000, CreatedAt: now, UpdatedAt: now}
+			if i%3 == 0 {
+				row.Status, row.DeadAt = store.OutboxDead, now
+			}
+			items = append(items, store.Append{Fact: store.Fact{ID: factID, TenantID: tenant, Type: "webhook", Subtype: "triggered",
+				Timestamp: now, Data: []byte(`{}`), CreatedAt: now}, Outbox: row})
+		}
+		res, err := st.AppendFacts(context.Background(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+}
+
+// The deliveries view of a tenant with 10,000 deliveries renders one page
+// of them, with a link to the next keeping the filters, and none of
+// another tenant's.
+func TestDeliveriesViewPagesTenThousand(t *testing.T) {
+	a := setup(t, app.Config{})
+	addDeliveries(t, a.Store, "acme", 10_000)
+	addDeliveries(t, a.Store, "other", 10)
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	rows := regexp.MustCompile(`<tr data-delivery="(del_fct_([a-z]+)_[^"]+)" data-status="([a-z]+)"`)
+	for _, c := range []struct {
+		name, query, status string
+	}{
+		{"all", "", ""},
+		{"dead", "?status=dead&config_id=cfg_1", "dead"},
+	} {
+		start := time.Now()
+		resp := do(t, a, "GET", "/console/deliveries"+c.query, cookie, nil)
+		b, _ := io.ReadAll(resp.Body)
+		took := time.Since(start)
+		t.Logf("%s: one page of 10,000 deliveries in %v (%d bytes)", c.name, took, len(b))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", c.name, resp.StatusCode, b)
+		}
+		found := rows.FindAllSubmatch(b, -1)
+		if len(found) != 50 {
+			t.Fatalf("%s: %d rows, want one page of 50", c.name, len(found))
+		}
+		for _, m := range found {
+			if string(m[2]) != "acme" || c.status != "" && string(m[3]) != c.status {
+				t.Errorf("%s: row %s (%s)", c.name, m[1], m[3])
+			}
+		}
+		next := regexp.MustCompile(`href="([^"]+)" id="next-page"`).FindSubmatch(b)
+		if next == nil {
+			t.Fatalf("%s: no next page link", c.name)
+		}
+		if u := html.UnescapeString(string(next[1])); c.status != "" && !strings.Contains(u, "status="+c.status) {
+			t.Errorf("%s: next page %s drops the filter", c.name, u)
+		}
+		if took > 2*time.Second {
+			t.Errorf("%s: the page took %v", c.name, took)
+		}
+	}
+}
+
+// Bad filters are the API's problems (or the page's own, for times it
+// cannot read), shown in the page with the form kept.
+func TestDeliveriesViewShowsBadFilterProblems(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	for query, want := range map[string]string{
+		"?status=failed":  "status must be one of pending, sent, dead",
+		"?from=yesterday": "from: not a time",
+		"?from=2026-11-25T10:00&to=2026-11-25T09:00": "to must be after from",
+	} {
+		resp := do(t, a, "GET", "/console/deliveries"+query, cookie, nil)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `id="problem"`) ||
+			!strings.Contains(string(b), want) || !strings.Contains(string(b), `id="delivery-filters"`) {
+			t.Errorf("%s: %d, want a 400 problem in the page saying %q:\n%s", query, resp.StatusCode, want, b)
+		}
 	}
 }
