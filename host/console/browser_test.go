@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -242,6 +244,67 @@ func TestBrowser(t *testing.T) {
 		}
 		if strings.Contains(after, secret) {
 			t.Error("the webhooks view shows the new secret again")
+		}
+	})
+
+	t.Run("TenantAdminChartsProjection", func(t *testing.T) {
+		hour0 := time.Date(2024, 1, 15, 10, 0, 0, 0, time.UTC).UnixMilli()
+		cfg := apiCall(t, base, acmeAdmin, "POST", "/v1/configs", map[string]any{"type": "projection", "name": "calls", "settings": map[string]any{
+			"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour", "groupBy": []string{"data.channel"},
+			"aggregations": []map[string]any{{"field": "count", "function": "count"}, {"field": "data.duration", "function": "sum"}},
+			"materialize":  true, "storageVersion": 2}})["id"].(string)
+		apiCall(t, base, acmeAdmin, "POST", "/v1/entities", map[string]any{"type": "contact", "id": "chart-c", "status": "active", "name": "c"})
+		for i, f := range []struct {
+			at       int64
+			channel  string
+			duration float64
+		}{{-50, "phone", 5}, {5, "phone", 30}, {20, "video", 60}, {30, "phone", 20}, {65, "phone", 10.5}, {130, "video", 7}} {
+			apiCall(t, base, acmeAdmin, "POST", "/v1/facts", map[string]any{"entity_id": "chart-c", "type": "call", "timestamp": hour0 + f.at*60_000,
+				"data": map[string]any{"channel": f.channel, "duration": f.duration, "n": i}})
+		}
+		// The API's answer for the range the page will ask for, once the
+		// projection has every fact.
+		filters := map[string]any{"from": "2024-01-15T09:00", "to": "2024-01-15T11:00"}
+		var want []any
+		waitFor(t, "the projection to catch up", func() bool {
+			d := apiCall(t, base, acmeAdmin, "POST", "/v1/projections/"+cfg+"/query", map[string]any{"filters": filters})
+			want, _ = d["results"].([]any)
+			return len(want) == 4 && d["_meta"].(map[string]any)["ready"] == true
+		})
+		var series string
+		var ok bool
+		var table [][]string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/projections?id="+cfg+"&from=2024-01-15T09:00&to=2024-01-15T11:00"),
+			chromedp.WaitVisible("#chart canvas", chromedp.ByQuery), chromedp.AttributeValue("#chart", "data-series", &series, &ok, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#chart-data tbody tr")].map(tr => [tr.dataset.x, tr.dataset.group, ...[...tr.querySelectorAll("td[data-metric]")].map(td => td.textContent)])`, &table),
+			shot("projection-chart"))
+		var plotted struct {
+			Groups []string     `json:"groups"`
+			Data   [][]*float64 `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(series), &plotted); err != nil || !ok {
+			t.Fatalf("the chart's data-series %q: %v", series, err)
+		}
+		if len(table) != len(want) {
+			t.Fatalf("the chart's table has %d rows, the API answered %d: %v", len(table), len(want), table)
+		}
+		for i, w := range want {
+			row := w.(map[string]any)
+			group, _ := json.Marshal(row["group"])
+			x := time.Date(2024, 1, 15, 0, 0, 0, 0, time.UTC).UnixMilli() // bucket keys are hours of that day
+			var h int
+			fmt.Sscanf(row["bucket"].(string), "2024-01-15T%d", &h)
+			x += int64(h) * 3_600_000
+			// The table holds every number of the API's row, in metric order.
+			wantRow := []string{fmt.Sprint(x), string(group), fmt.Sprint(row["count"]), fmt.Sprint(row["duration_sum"])}
+			if fmt.Sprint(table[i]) != fmt.Sprint(wantRow) {
+				t.Errorf("table row %d %v, API row %v", i, table[i], wantRow)
+			}
+			// The chart plots the count of that bucket and group.
+			gi, xi := slices.Index(plotted.Groups, string(group)), slices.IndexFunc(plotted.Data[0], func(v *float64) bool { return v != nil && int64(*v)*1000 == x })
+			if gi < 0 || xi < 0 || plotted.Data[1+gi][xi] == nil || *plotted.Data[1+gi][xi] != row["count"].(float64) {
+				t.Errorf("the chart has no point %v for %s at %s: %s", row["count"], group, row["bucket"], series)
+			}
 		}
 	})
 

@@ -117,6 +117,7 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
 	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))
 	g.Post("/dead-letters/:id/replay", c.auth(true, c.replay))
+	g.Get("/projections", c.auth(false, c.projectionsPage))
 	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
 	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
 	g.Get("/webhooks", c.auth(false, c.webhooksPage))
