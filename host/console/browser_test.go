@@ -131,8 +131,10 @@ func TestBrowser(t *testing.T) {
 			chromedp.SendKeys("#name", "account", chromedp.ByID),
 			chromedp.SetUploadFiles("#module", []string{writeFile(t, "broken.wasm", "\x00asm not really")}, chromedp.ByID),
 			chromedp.Submit("#upload", chromedp.ByID),
-			chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem), shot("plugins-refused"))
-		if !strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Dead letters") {
+			chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem), shot("plugins-refused"),
+			chromedp.Navigate(base+"/console/domain"), chromedp.WaitVisible("#entity-types", chromedp.ByID), shot("domain"),
+			chromedp.Navigate(base+"/console/stream"), chromedp.WaitVisible("#consumers", chromedp.ByID), shot("stream"))
+		if !strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Domain") || !strings.Contains(nav, "Stream") || !strings.Contains(nav, "Dead letters") {
 			t.Errorf("operator nav %q", nav)
 		}
 		if !strings.Contains(problem, "422") || !strings.Contains(problem, "was refused") {

@@ -113,6 +113,8 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Post("/sign-out", c.auth(true, c.signOut))
 	g.Get("/", c.auth(false, c.home))
 	g.Get("/plugins", c.auth(false, c.operatorOnly(c.pluginsPage)))
+	g.Get("/domain", c.auth(false, c.operatorOnly(c.domainPage)))
+	g.Get("/stream", c.auth(false, c.operatorOnly(c.streamPage)))
 	g.Post("/plugins/upload", c.auth(true, c.operatorOnly(c.uploadPlugin)))
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
 	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))

@@ -319,3 +319,59 @@ func TestDeliveriesViewShowsBadFilterProblems(t *testing.T) {
 		}
 	}
 }
+
+// The operator's domain view shows each entity type's ledger (and whether
+// it is served), its fact types and their data schemas, read from the
+// admin domain API; other keys get the API's 403.
+func TestOperatorSeesDomainModel(t *testing.T) {
+	a := setup(t, app.Config{})
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, op)
+	resp := do(t, a, "GET", "/console/domain", cookie, nil)
+	b, _ := io.ReadAll(resp.Body)
+	page := string(b)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("domain view: %d\n%s", resp.StatusCode, b)
+	}
+	for _, want := range []*regexp.Regexp{
+		// No plugin is loaded here: the ledgers are named but not served.
+		regexp.MustCompile(`(?s)data-entity-type="account">.*?class="ledger">account <span class="error">\(plugin not loaded\)`),
+		regexp.MustCompile(`(?s)data-entity-type="contact">.*?class="ledger">generic <span class="error">\(plugin not loaded\)`),
+		regexp.MustCompile(`(?s)data-fact-type="deposit"><b>deposit</b>: Money paid in.*?<code>amount</code> decimal, required.*?other members allowed`),
+		regexp.MustCompile(`data-fact-type="note"><b>note</b>\s*\(any data\)`),
+	} {
+		if !want.MatchString(page) {
+			t.Errorf("domain view lacks %s", want)
+		}
+	}
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ = signIn(t, a, key)
+	if resp := do(t, a, "GET", "/console/domain", cookie, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant admin on the domain view: %d", resp.StatusCode)
+	}
+}
+
+// The stream view lists consumers by name with their position and lag
+// behind the head, as GET /v1/admin/stream answers.
+func TestOperatorSeesStreamConsumers(t *testing.T) {
+	a := setup(t, app.Config{})
+	ctx := context.Background()
+	addDeliveries(t, a.Store, "acme", 5) // five facts: the head is 5
+	for name, pos := range map[string]int64{"webhooks": 2, "projections": 5} {
+		if err := a.Store.SetCheckpoint(ctx, name, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, op)
+	resp := do(t, a, "GET", "/console/stream", cookie, nil)
+	b, _ := io.ReadAll(resp.Body)
+	rows := regexp.MustCompile(`<tr data-consumer="([a-z]+)"><td>[a-z]+</td><td class="position">(\d+)</td><td class="lag">(\d+)</td>`).FindAllStringSubmatch(string(b), -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1]+" "+r[2]+" "+r[3])
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="head">5<`) || strings.Join(got, ", ") != "projections 5 0, webhooks 2 3" {
+		t.Fatalf("stream view %d: consumers %q\n%s", resp.StatusCode, got, b)
+	}
+}
