@@ -375,3 +375,49 @@ func TestOperatorSeesStreamConsumers(t *testing.T) {
 		t.Fatalf("stream view %d: consumers %q\n%s", resp.StatusCode, got, b)
 	}
 }
+
+// A tenant admin creates a key (shown once, working at once through the
+// API) and revokes it (refused by the API at once); a bad mode is the
+// API's problem in the page.
+func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
+	a := setup(t, app.Config{})
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, admin)
+	apiStatus := func(key string) int {
+		r := httptest.NewRequest("GET", "/v1/configs", nil)
+		r.Header.Set("X-API-Key", key)
+		resp, err := a.Server.App().Test(r, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	resp := do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"live"}, "name": {"ci"}})
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`id="new-key">(fl_live_[^<]+)<`).FindSubmatch(b)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("create: %d\n%s", resp.StatusCode, b)
+	}
+	key := string(m[1])
+	if code := apiStatus(key); code != http.StatusOK {
+		t.Fatalf("the new key on the API: %d", code)
+	}
+	list, _ := io.ReadAll(do(t, a, "GET", "/console/keys", cookie, nil).Body)
+	row := regexp.MustCompile(`<tr data-key="([^"]+)">\s*<td><code>[^<]+</code></td><td>ci</td><td>live</td>`).FindSubmatch(list)
+	if row == nil || strings.Contains(string(list), key) {
+		t.Fatalf("the keys view lacks the new key's row or shows the key itself:\n%s", list)
+	}
+	resp = do(t, a, "POST", "/console/keys/"+string(row[1])+"/revoke", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if code := apiStatus(key); code != http.StatusUnauthorized {
+		t.Errorf("the revoked key on the API: %d, want 401", code)
+	}
+	resp = do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"root"}})
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "mode must be one of live, test, admin") {
+		t.Errorf("a bad mode: %d\n%s", resp.StatusCode, b)
+	}
+}
