@@ -275,7 +275,22 @@ func (c *Console) signIn(fc *fiber.Ctx) error {
 		return problem.Wrap(problem.Unavailable, "Signing in is temporarily unavailable", err)
 	}
 	c.setCookie(fc, token, s.expires)
+	c.purge(ctx)
 	return fc.Redirect(Prefix+"/", fiber.StatusSeeOther)
+}
+
+// purge deletes expired sessions. It runs on each sign-in, which is what
+// makes sessions, so the table stays about as large as the live sessions
+// with no background worker; a failure only leaves rows no one can use.
+func (c *Console) purge(ctx context.Context) {
+	n, err := c.opts.Store.PurgeSessions(ctx, c.opts.Now().UnixMilli())
+	if err != nil {
+		c.opts.Logger.Warn("console: purge expired sessions", "err", err)
+		return
+	}
+	if n > 0 {
+		c.opts.Logger.Debug("console: purged expired sessions", "count", n)
+	}
 }
 
 func (c *Console) signOut(fc *fiber.Ctx, s *session) error {

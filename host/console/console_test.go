@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -419,5 +420,26 @@ func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "mode must be one of live, test, admin") {
 		t.Errorf("a bad mode: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// Signing in deletes the sessions that have expired, and only those.
+func TestSignInPurgesExpiredSessions(t *testing.T) {
+	a := setup(t, app.Config{})
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	for id, exp := range map[string]int64{"expired": now - 1000, "live": now + 3_600_000} {
+		if err := a.Store.CreateSession(ctx, &store.Session{ID: id, TenantID: "acme", Mode: auth.ModeAdmin, KeyID: "k", Key: []byte("x"),
+			CSRF: "c", CreatedAt: now - 10_000, ExpiresAt: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	signIn(t, a, key)
+	if _, err := a.Store.GetSession(ctx, "expired", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the expired session after a sign-in: %v, want it purged", err)
+	}
+	if _, err := a.Store.GetSession(ctx, "live", 0); err != nil {
+		t.Errorf("the live session after a sign-in: %v", err)
 	}
 }
