@@ -310,6 +310,32 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("TenantAdminCreatesAndRevokesKey", func(t *testing.T) {
+		var created, notice string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#keys", chromedp.ByID),
+			chromedp.SendKeys("#key-name", "browser", chromedp.ByID), chromedp.SetValue("#mode", "test", chromedp.ByID),
+			chromedp.Submit("#create-key", chromedp.ByID), chromedp.WaitVisible("#new-key", chromedp.ByID), text("#new-key", &created), shot("key-created"),
+			chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(`#keys tr td:nth-child(2)`, chromedp.ByQuery), shot("keys"),
+			chromedp.ActionFunc(func(ctx context.Context) error {
+				// Revoke the row named browser.
+				return chromedp.Click(`//tr[td[2][text()="browser"]]//button[@class="revoke"]`, chromedp.BySearch).Do(ctx)
+			}),
+			chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice))
+		if !strings.HasPrefix(created, "fl_test_") || !strings.Contains(notice, "revoked") {
+			t.Fatalf("created %q, notice %q", created, notice)
+		}
+		req, _ := http.NewRequest("GET", base+"/v1/configs", nil)
+		req.Header.Set("X-API-Key", created)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the key revoked in the console answers %d on the API, want 401", resp.StatusCode)
+		}
+	})
+
 	t.Run("SignOut", func(t *testing.T) {
 		var loc string
 		run(t, signIn(acmeAdmin), chromedp.Click("#sign-out", chromedp.ByID), chromedp.WaitVisible("#key", chromedp.ByID),
