@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -82,8 +83,11 @@ type Config struct {
 	// WebhookAllowNetworks lists non-public address ranges webhooks may
 	// reach (for example "10.0.0.0/8"); empty: public addresses only.
 	WebhookAllowNetworks string
-	DocsURL              string
-	BodyLimit            int
+	// WebhookTLS is the client TLS configuration of webhook deliveries
+	// (for example RootCAs trusting a private CA); nil: the system's.
+	WebhookTLS *tls.Config
+	DocsURL    string
+	BodyLimit  int
 	// ShutdownTimeout bounds the wait for requests in flight on stop.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -244,7 +248,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("webhook allow list: %w", err)
 	}
 	a.Webhooks, err = webhook.New(webhook.Options{Store: st, Platform: a.Platform, Logger: cfg.Logger,
-		SecretKey: cfg.SecretKey, DataDir: cfg.DataDir, AllowNetworks: allow, StreamMetrics: a.Stream})
+		SecretKey: cfg.SecretKey, DataDir: cfg.DataDir, AllowNetworks: allow, TLSConfig: cfg.WebhookTLS, StreamMetrics: a.Stream})
 	if err != nil {
 		return nil, err
 	}

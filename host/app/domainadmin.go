@@ -50,7 +50,8 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 		for _, l := range stored {
 			items = append(items, layerInfo(l))
 		}
-		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": items, "entity_types": a.Platform.Domain().EntityTypeNames()})
+		d := a.Platform.Domain()
+		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": items, "entity_types": d.EntityTypeNames(), "entities": a.domainEntities(d)})
 	})
 	srv.Mount(fiber.MethodPut, "/v1/admin/domain/:name", gateway.AdminKey, func(c *fiber.Ctx) error {
 		name, err := operator(c)
@@ -164,6 +165,40 @@ func refusedDomain(name string, err error) error {
 		pe.Errors = append(pe.Errors, problem.FieldError{Field: "domain", Code: "refused", Message: d.String()})
 	}
 	return pe
+}
+
+// domainEntities describes the merged model: each entity type with its
+// fields, its fact types and their data schemas, and the ledger serving
+// it (ledger_plugin when a loaded plugin, ledger_loaded false when the
+// named plugin is not loaded, so its commands answer 503).
+func (a *App) domainEntities(d *manifest.Domain) []fiber.Map {
+	out := make([]fiber.Map, 0, len(d.Entities))
+	for _, name := range d.EntityTypeNames() {
+		t := d.Entities[name]
+		fields := make([]fiber.Map, 0, len(t.Fields))
+		for _, f := range t.Fields {
+			fields = append(fields, fiber.Map{"name": f.Name, "type": f.Type, "required": f.Required})
+		}
+		facts := make([]fiber.Map, 0, len(t.Facts))
+		for _, fact := range t.Facts {
+			m := fiber.Map{"name": fact}
+			if ft := t.FactType(fact); ft != nil {
+				m["description"] = ft.Description
+				if ft.Schema != nil {
+					sf := make([]fiber.Map, 0, len(ft.Schema.Fields))
+					for _, f := range ft.Schema.Fields {
+						sf = append(sf, fiber.Map{"name": f.Name, "type": f.Type, "required": f.Required, "description": f.Description})
+					}
+					m["schema"] = fiber.Map{"fields": sf, "additional_fields": ft.Schema.AdditionalFields}
+				}
+			}
+			facts = append(facts, m)
+		}
+		_, plugin := a.ledgers.Registry.Get(t.Ledger)
+		out = append(out, fiber.Map{"name": name, "description": t.Description, "ledger": t.Ledger, "ledger_plugin": plugin,
+			"ledger_loaded": len(a.ledgers.Missing([]string{t.Ledger})) == 0, "fields": fields, "facts": facts})
+	}
+	return out
 }
 
 func layerInfo(l store.DomainLayer) fiber.Map {

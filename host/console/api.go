@@ -19,13 +19,16 @@ type API func(req *http.Request) (*http.Response, error)
 
 // apiError is a problem+json answer of the API, shown in the page.
 type apiError struct {
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Errors []struct {
-		Field   string `json:"field"`
-		Message string `json:"message"`
-	} `json:"errors"`
+	Status int          `json:"status"`
+	Title  string       `json:"title"`
+	Detail string       `json:"detail"`
+	Errors []fieldError `json:"errors"`
+}
+
+// fieldError is one entry of a problem's errors.
+type fieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Title, e.Detail) }

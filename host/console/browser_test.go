@@ -1,12 +1,22 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +25,7 @@ import (
 
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/auth"
+	"github.com/factline/factline/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -51,7 +62,10 @@ func serve(t *testing.T, a *app.App) string {
 // TestBrowser drives the console in one Chromium shared by the subtests.
 func TestBrowser(t *testing.T) {
 	chromium := testutil.Chromium(t)
-	a := setup(t, app.Config{Addr: "127.0.0.1:0"})
+	ledgerV1, ledgerV2, cacheDir := ledgerVersions(t)
+	rc := newReceiver(t)
+	a := setup(t, app.Config{Addr: "127.0.0.1:0", PluginCacheDir: cacheDir,
+		WebhookAllowNetworks: "127.0.0.1/32", WebhookTLS: rc.tlsConfig()})
 	base := serve(t, a)
 	out := artifacts(t)
 	t.Logf("screenshots in %s", out)
@@ -78,7 +92,12 @@ func TestBrowser(t *testing.T) {
 		tab, cancelT := context.WithTimeout(tab, time.Minute)
 		defer cancelT()
 		if err := chromedp.Run(tab, append([]chromedp.Action{network.ClearBrowserCookies()}, actions...)...); err != nil {
-			t.Fatal(err)
+			// Say where the page was: a fresh context, the tab's may be done.
+			var loc, body string
+			dctx, cancelD := context.WithTimeout(context.WithoutCancel(tab), 5*time.Second)
+			defer cancelD()
+			_ = chromedp.Run(dctx, chromedp.Location(&loc), chromedp.Text("body", &body, chromedp.ByQuery))
+			t.Fatalf("%v (page %s: %.400s)", err, loc, body)
 		}
 	}
 	signIn := func(key string) chromedp.Action {
@@ -112,8 +131,10 @@ func TestBrowser(t *testing.T) {
 			chromedp.SendKeys("#name", "account", chromedp.ByID),
 			chromedp.SetUploadFiles("#module", []string{writeFile(t, "broken.wasm", "\x00asm not really")}, chromedp.ByID),
 			chromedp.Submit("#upload", chromedp.ByID),
-			chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem), shot("plugins-refused"))
-		if !strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Dead letters") {
+			chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem), shot("plugins-refused"),
+			chromedp.Navigate(base+"/console/domain"), chromedp.WaitVisible("#entity-types", chromedp.ByID), shot("domain"),
+			chromedp.Navigate(base+"/console/stream"), chromedp.WaitVisible("#consumers", chromedp.ByID), shot("stream"))
+		if !strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Domain") || !strings.Contains(nav, "Stream") || !strings.Contains(nav, "Dead letters") {
 			t.Errorf("operator nav %q", nav)
 		}
 		if !strings.Contains(problem, "422") || !strings.Contains(problem, "was refused") {
@@ -126,7 +147,7 @@ func TestBrowser(t *testing.T) {
 		run(t, signIn(acmeAdmin), text("nav", &nav), text("#tenant", &tenant),
 			chromedp.WaitVisible("#dead-letters", chromedp.ByID), shot("dead-letters"),
 			chromedp.Navigate(base+"/console/plugins"), chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem))
-		if strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Dead letters") || tenant != "acme" {
+		if strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Dead letters") || !strings.Contains(nav, "Deliveries") || tenant != "acme" {
 			t.Errorf("tenant admin nav %q, tenant %q", nav, tenant)
 		}
 		if !strings.Contains(problem, "403") {
@@ -138,11 +159,180 @@ func TestBrowser(t *testing.T) {
 		var nav, body string
 		run(t, signIn(acmeLive), chromedp.WaitVisible("#webhooks", chromedp.ByID), text("nav", &nav), shot("webhooks-portal"),
 			chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible("#problem", chromedp.ByID), text("main", &body))
-		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") {
+		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") || strings.Contains(nav, "Deliveries") {
 			t.Errorf("live key nav %q", nav)
 		}
 		if !strings.Contains(body, "403") {
 			t.Errorf("live key on dead letters sees %q, want the API's 403", body)
+		}
+	})
+
+	t.Run("OperatorUploadsAndRollsBackPlugin", func(t *testing.T) {
+		// The form answers with the plugins view again; each step waits for
+		// the row of the version it should show.
+		row := func(v string) string { return `tr[data-plugin="ledger"][data-version="` + v + `"]` }
+		upload := func(path, v string) chromedp.Action {
+			return chromedp.Tasks{
+				chromedp.SendKeys("#name", "ledger", chromedp.ByID),
+				chromedp.SetUploadFiles("#module", []string{path}, chromedp.ByID),
+				chromedp.Submit("#upload", chromedp.ByID),
+				chromedp.WaitVisible(row(v), chromedp.ByQuery),
+			}
+		}
+		var notice string
+		run(t, signIn(operator), chromedp.WaitVisible("#plugins", chromedp.ByID),
+			upload(ledgerV1, "1.0.0"), upload(ledgerV2, "2.0.0"), shot("plugins-uploaded"),
+			chromedp.Click(row("2.0.0")+` button.rollback`, chromedp.ByQuery),
+			chromedp.WaitVisible(row("1.0.0"), chromedp.ByQuery), text("#notice", &notice), shot("plugins-rolled-back"))
+		if !strings.Contains(notice, "rolled back") {
+			t.Errorf("notice after roll back %q", notice)
+		}
+		// The API agrees: the console wrote through it.
+		for _, it := range apiCall(t, base, operator, "GET", "/v1/admin/plugins", nil)["items"].([]any) {
+			if m := it.(map[string]any); m["name"] == "ledger" && m["version"] != "1.0.0" {
+				t.Errorf("the API lists ledger %v after the roll back", m["version"])
+			}
+		}
+	})
+
+	t.Run("TenantAdminReplaysDeadLetter", func(t *testing.T) {
+		webhookConfig(t, base, acmeAdmin, rc.url("/dead"), "note.dead_letter")
+		emit(t, base, acmeAdmin, "contact-dl", "note", "dead_letter")
+		// The receiver fails the first request; one attempt makes it a dead letter.
+		var id string
+		waitFor(t, "a dead letter", func() bool {
+			items := apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/dead-letters", nil)["items"].([]any)
+			if len(items) == 1 {
+				id = items[0].(map[string]any)["delivery_id"].(string)
+			}
+			return id != ""
+		})
+		if got := rc.arrivals(id); got != 1 {
+			t.Fatalf("%d arrivals of %s before the replay, want 1", got, id)
+		}
+		row := `tr[data-delivery="` + id + `"]`
+		var notice string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("dead-letters-one"),
+			chromedp.Click(row+` button.replay`, chromedp.ByQuery), chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice), shot("dead-letters-replayed"))
+		if !strings.Contains(notice, id) {
+			t.Errorf("notice after replay %q", notice)
+		}
+		waitFor(t, "the replayed attempt at the receiver", func() bool { return rc.arrivals(id) == 2 })
+
+		// The deliveries view lists it; its page shows both attempts as a
+		// timeline, read from the audit facts.
+		waitFor(t, "the replayed attempt's audit fact", func() bool {
+			return len(apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/deliveries/"+id, nil)["attempts"].([]any)) == 2
+		})
+		var attempts []string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/deliveries?status=sent"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("deliveries"),
+			chromedp.Click(row+" a", chromedp.ByQuery), chromedp.WaitVisible(`#attempts li[data-attempt]`, chromedp.ByQuery), shot("delivery-timeline"),
+			chromedp.Evaluate(`[...document.querySelectorAll("#attempts li")].map(li => li.textContent.trim())`, &attempts))
+		if len(attempts) != 2 || !strings.Contains(attempts[0], "attempt 1: 500") || !strings.Contains(attempts[1], "attempt 1: 200") ||
+			!strings.Contains(attempts[0], "MAX_RETRIES_EXCEEDED") || !strings.Contains(attempts[1], " ms") {
+			t.Errorf("the delivery's timeline %q, want a 500 with its error code then, after the replay, a 200 with its response time", attempts)
+		}
+	})
+
+	t.Run("TenantAdminRotatesSecret", func(t *testing.T) {
+		cfg, old := webhookConfig(t, base, acmeAdmin, rc.url("/rotate"), "note.rotated")
+		row := `tr[data-config="` + cfg + `"]`
+		var secret, after string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("webhooks-admin"),
+			chromedp.Click(row+` button.rotate`, chromedp.ByQuery), chromedp.WaitVisible("#secret", chromedp.ByID), text("#secret", &secret), shot("secret-rotated"),
+			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.OuterHTML("html", &after, chromedp.ByQuery))
+		if !strings.HasPrefix(secret, "whsec_") || secret == old {
+			t.Errorf("rotated secret %q (old %q): want a new whsec_ secret", secret, old)
+		}
+		if strings.Contains(after, secret) {
+			t.Error("the webhooks view shows the new secret again")
+		}
+	})
+
+	t.Run("TenantAdminChartsProjection", func(t *testing.T) {
+		hour0 := time.Date(2024, 1, 15, 10, 0, 0, 0, time.UTC).UnixMilli()
+		cfg := apiCall(t, base, acmeAdmin, "POST", "/v1/configs", map[string]any{"type": "projection", "name": "calls", "settings": map[string]any{
+			"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour", "groupBy": []string{"data.channel"},
+			"aggregations": []map[string]any{{"field": "count", "function": "count"}, {"field": "data.duration", "function": "sum"}},
+			"materialize":  true, "storageVersion": 2}})["id"].(string)
+		apiCall(t, base, acmeAdmin, "POST", "/v1/entities", map[string]any{"type": "contact", "id": "chart-c", "status": "active", "name": "c"})
+		for i, f := range []struct {
+			at       int64
+			channel  string
+			duration float64
+		}{{-50, "phone", 5}, {5, "phone", 30}, {20, "video", 60}, {30, "phone", 20}, {65, "phone", 10.5}, {130, "video", 7}} {
+			apiCall(t, base, acmeAdmin, "POST", "/v1/facts", map[string]any{"entity_id": "chart-c", "type": "call", "timestamp": hour0 + f.at*60_000,
+				"data": map[string]any{"channel": f.channel, "duration": f.duration, "n": i}})
+		}
+		// The API's answer for the range the page will ask for, once the
+		// projection has every fact.
+		filters := map[string]any{"from": "2024-01-15T09:00", "to": "2024-01-15T11:00"}
+		var want []any
+		waitFor(t, "the projection to catch up", func() bool {
+			d := apiCall(t, base, acmeAdmin, "POST", "/v1/projections/"+cfg+"/query", map[string]any{"filters": filters})
+			want, _ = d["results"].([]any)
+			return len(want) == 4 && d["_meta"].(map[string]any)["ready"] == true
+		})
+		var series string
+		var ok bool
+		var table [][]string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/projections?id="+cfg+"&from=2024-01-15T09:00&to=2024-01-15T11:00"),
+			chromedp.WaitVisible("#chart canvas", chromedp.ByQuery), chromedp.AttributeValue("#chart", "data-series", &series, &ok, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#chart-data tbody tr")].map(tr => [tr.dataset.x, tr.dataset.group, ...[...tr.querySelectorAll("td[data-metric]")].map(td => td.textContent)])`, &table),
+			shot("projection-chart"))
+		var plotted struct {
+			Groups []string     `json:"groups"`
+			Data   [][]*float64 `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(series), &plotted); err != nil || !ok {
+			t.Fatalf("the chart's data-series %q: %v", series, err)
+		}
+		if len(table) != len(want) {
+			t.Fatalf("the chart's table has %d rows, the API answered %d: %v", len(table), len(want), table)
+		}
+		for i, w := range want {
+			row := w.(map[string]any)
+			group, _ := json.Marshal(row["group"])
+			x := time.Date(2024, 1, 15, 0, 0, 0, 0, time.UTC).UnixMilli() // bucket keys are hours of that day
+			var h int
+			fmt.Sscanf(row["bucket"].(string), "2024-01-15T%d", &h)
+			x += int64(h) * 3_600_000
+			// The table holds every number of the API's row, in metric order.
+			wantRow := []string{fmt.Sprint(x), string(group), fmt.Sprint(row["count"]), fmt.Sprint(row["duration_sum"])}
+			if fmt.Sprint(table[i]) != fmt.Sprint(wantRow) {
+				t.Errorf("table row %d %v, API row %v", i, table[i], wantRow)
+			}
+			// The chart plots the count of that bucket and group.
+			gi, xi := slices.Index(plotted.Groups, string(group)), slices.IndexFunc(plotted.Data[0], func(v *float64) bool { return v != nil && int64(*v)*1000 == x })
+			if gi < 0 || xi < 0 || plotted.Data[1+gi][xi] == nil || *plotted.Data[1+gi][xi] != row["count"].(float64) {
+				t.Errorf("the chart has no point %v for %s at %s: %s", row["count"], group, row["bucket"], series)
+			}
+		}
+	})
+
+	t.Run("TenantAdminCreatesAndRevokesKey", func(t *testing.T) {
+		var created, notice string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#keys", chromedp.ByID),
+			chromedp.SendKeys("#key-name", "browser", chromedp.ByID), chromedp.SetValue("#mode", "test", chromedp.ByID),
+			chromedp.Submit("#create-key", chromedp.ByID), chromedp.WaitVisible("#new-key", chromedp.ByID), text("#new-key", &created), shot("key-created"),
+			chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(`#keys tr td:nth-child(2)`, chromedp.ByQuery), shot("keys"),
+			chromedp.ActionFunc(func(ctx context.Context) error {
+				// Revoke the row named browser.
+				return chromedp.Click(`//tr[td[2][text()="browser"]]//button[@class="revoke"]`, chromedp.BySearch).Do(ctx)
+			}),
+			chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice))
+		if !strings.HasPrefix(created, "fl_test_") || !strings.Contains(notice, "revoked") {
+			t.Fatalf("created %q, notice %q", created, notice)
+		}
+		req, _ := http.NewRequest("GET", base+"/v1/configs", nil)
+		req.Header.Set("X-API-Key", created)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the key revoked in the console answers %d on the API, want 401", resp.StatusCode)
 		}
 	})
 
@@ -154,6 +344,120 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("after sign out, /console/webhooks landed on %q", loc)
 		}
 	})
+}
+
+// ledgerVersions builds the test ledger guest as 1.0.0 and 2.0.0 and
+// precompiles both into a compilation cache for the app (a race build of
+// the runtime compiles them fifteen times slower).
+func ledgerVersions(t *testing.T) (v1, v2, cacheDir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir = t.TempDir()
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	return paths[0], paths[1], cacheDir
+}
+
+// receiver is a loopback HTTPS endpoint that fails the first request of
+// each path and accepts the rest, counting arrivals by delivery id.
+type receiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	ids map[string]int
+	hit map[string]bool
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rc := &receiver{ids: map[string]int{}, hit: map[string]bool{}}
+	rc.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		rc.mu.Lock()
+		rc.ids[r.Header.Get("X-Svc-Delivery-Id")]++
+		first := !rc.hit[r.URL.Path]
+		rc.hit[r.URL.Path] = true
+		rc.mu.Unlock()
+		if first {
+			http.Error(w, "not yet", http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) url(path string) string { return rc.srv.URL + path }
+
+func (rc *receiver) arrivals(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.ids[id]
+}
+
+func (rc *receiver) tlsConfig() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(rc.srv.Certificate())
+	return &tls.Config{RootCAs: pool}
+}
+
+// apiCall calls the API over HTTP and returns the envelope's data.
+func apiCall(t *testing.T, base, key, method, path string, body any) map[string]any {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, base+path, rd)
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data map[string]any `json:"data"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 || json.Unmarshal(raw, &out) != nil {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return out.Data
+}
+
+// webhookConfig creates a secret and a one-attempt webhook config of the
+// key's tenant; it returns the config id and the secret.
+func webhookConfig(t *testing.T, base, key, target, trigger string) (id, secret string) {
+	t.Helper()
+	sec := apiCall(t, base, key, "POST", "/v1/admin/webhooks/secrets", nil)
+	cfg := apiCall(t, base, key, "POST", "/v1/configs", map[string]any{"type": "webhook", "name": trigger,
+		"settings": map[string]any{"url": target, "secret_ref": sec["secret_ref"], "triggers": []string{trigger},
+			"retry": map[string]any{"enabled": false}}})
+	return cfg["id"].(string), sec["secret"].(string)
+}
+
+// emit records a fact of a new contact.
+func emit(t *testing.T, base, key, contact, typ, subtype string) {
+	t.Helper()
+	apiCall(t, base, key, "POST", "/v1/entities", map[string]any{"type": "contact", "id": contact, "status": "active", "name": contact})
+	apiCall(t, base, key, "POST", "/v1/facts", map[string]any{"entity_id": contact, "type": typ, "subtype": subtype})
+}
+
+// waitFor polls cond until it holds, for at most a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func writeFile(t *testing.T, name, content string) string {

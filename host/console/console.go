@@ -113,10 +113,18 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Post("/sign-out", c.auth(true, c.signOut))
 	g.Get("/", c.auth(false, c.home))
 	g.Get("/plugins", c.auth(false, c.operatorOnly(c.pluginsPage)))
+	g.Get("/domain", c.auth(false, c.operatorOnly(c.domainPage)))
+	g.Get("/stream", c.auth(false, c.operatorOnly(c.streamPage)))
 	g.Post("/plugins/upload", c.auth(true, c.operatorOnly(c.uploadPlugin)))
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
 	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))
 	g.Post("/dead-letters/:id/replay", c.auth(true, c.replay))
+	g.Get("/projections", c.auth(false, c.projectionsPage))
+	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
+	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
+	g.Get("/keys", c.auth(false, c.keysPage))
+	g.Post("/keys", c.auth(true, c.createKey))
+	g.Post("/keys/:id/revoke", c.auth(true, c.revokeKey))
 	g.Get("/webhooks", c.auth(false, c.webhooksPage))
 	g.Post("/webhooks/:id/rotate-secret", c.auth(true, c.rotateSecret))
 	g.Post("/webhooks/:id/resume", c.auth(true, c.resume))
@@ -267,7 +275,22 @@ func (c *Console) signIn(fc *fiber.Ctx) error {
 		return problem.Wrap(problem.Unavailable, "Signing in is temporarily unavailable", err)
 	}
 	c.setCookie(fc, token, s.expires)
+	c.purge(ctx)
 	return fc.Redirect(Prefix+"/", fiber.StatusSeeOther)
+}
+
+// purge deletes expired sessions. It runs on each sign-in, which is what
+// makes sessions, so the table stays about as large as the live sessions
+// with no background worker; a failure only leaves rows no one can use.
+func (c *Console) purge(ctx context.Context) {
+	n, err := c.opts.Store.PurgeSessions(ctx, c.opts.Now().UnixMilli())
+	if err != nil {
+		c.opts.Logger.Warn("console: purge expired sessions", "err", err)
+		return
+	}
+	if n > 0 {
+		c.opts.Logger.Debug("console: purged expired sessions", "count", n)
+	}
 }
 
 func (c *Console) signOut(fc *fiber.Ctx, s *session) error {

@@ -2,6 +2,9 @@ package console_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +18,7 @@ import (
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/console"
+	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -217,5 +221,225 @@ func TestSessionServedByAnotherProcess(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `id="tenant">acme<`) {
 		t.Fatalf("the other process answered %d:\n%s", resp.StatusCode, body)
+	}
+}
+
+// addDeliveries appends n webhook.triggered facts with their outbox rows
+// through the store: every third is dead, the rest pending.
+func addDeliveries(t *testing.T, st store.Store, tenant string, n int) {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	for start := 0; start < n; start += 500 {
+		var items []store.Append
+		for i := start; i < min(n, start+500); i++ {
+			factID := fmt.Sprintf("fct_%s_%06d", tenant, i)
+			row := &store.OutboxRow{DeliveryID: "del_" + factID + "_cfg_1_1700000000", TenantID: tenant, TriggeredFactID: factID,
+				ConfigID: "cfg_1", ConfigVersion: 1, Endpoint: "https://r.example:443", Status: store.OutboxPending, Attempt: 1,
+				MaxAttempts: 5, TimeoutSeconds: 30, SigTimestamp: 1_700_000_000, Payload: []byte(`{}`),
+				Message: []byte(`{"url":"https://r.example/hook"}`), NextAttemptAt: now + 3_600_000, CreatedAt: now, UpdatedAt: now}
+			if i%3 == 0 {
+				row.Status, row.DeadAt = store.OutboxDead, now
+			}
+			items = append(items, store.Append{Fact: store.Fact{ID: factID, TenantID: tenant, Type: "webhook", Subtype: "triggered",
+				Timestamp: now, Data: []byte(`{}`), CreatedAt: now}, Outbox: row})
+		}
+		res, err := st.AppendFacts(context.Background(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+}
+
+// The deliveries view of a tenant with 10,000 deliveries renders one page
+// of them, with a link to the next keeping the filters, and none of
+// another tenant's.
+func TestDeliveriesViewPagesTenThousand(t *testing.T) {
+	a := setup(t, app.Config{})
+	addDeliveries(t, a.Store, "acme", 10_000)
+	addDeliveries(t, a.Store, "other", 10)
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	rows := regexp.MustCompile(`<tr data-delivery="(del_fct_([a-z]+)_[^"]+)" data-status="([a-z]+)"`)
+	for _, c := range []struct {
+		name, query, status string
+	}{
+		{"all", "", ""},
+		{"dead", "?status=dead&config_id=cfg_1", "dead"},
+	} {
+		start := time.Now()
+		resp := do(t, a, "GET", "/console/deliveries"+c.query, cookie, nil)
+		b, _ := io.ReadAll(resp.Body)
+		took := time.Since(start)
+		t.Logf("%s: one page of 10,000 deliveries in %v (%d bytes)", c.name, took, len(b))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", c.name, resp.StatusCode, b)
+		}
+		found := rows.FindAllSubmatch(b, -1)
+		if len(found) != 50 {
+			t.Fatalf("%s: %d rows, want one page of 50", c.name, len(found))
+		}
+		for _, m := range found {
+			if string(m[2]) != "acme" || c.status != "" && string(m[3]) != c.status {
+				t.Errorf("%s: row %s (%s)", c.name, m[1], m[3])
+			}
+		}
+		next := regexp.MustCompile(`href="([^"]+)" id="next-page"`).FindSubmatch(b)
+		if next == nil {
+			t.Fatalf("%s: no next page link", c.name)
+		}
+		if u := html.UnescapeString(string(next[1])); c.status != "" && !strings.Contains(u, "status="+c.status) {
+			t.Errorf("%s: next page %s drops the filter", c.name, u)
+		}
+		if took > 2*time.Second {
+			t.Errorf("%s: the page took %v", c.name, took)
+		}
+	}
+}
+
+// Bad filters are the API's problems (or the page's own, for times it
+// cannot read), shown in the page with the form kept.
+func TestDeliveriesViewShowsBadFilterProblems(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	for query, want := range map[string]string{
+		"?status=failed":  "status must be one of pending, sent, dead",
+		"?from=yesterday": "from: not a time",
+		"?from=2026-11-25T10:00&to=2026-11-25T09:00": "to must be after from",
+	} {
+		resp := do(t, a, "GET", "/console/deliveries"+query, cookie, nil)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `id="problem"`) ||
+			!strings.Contains(string(b), want) || !strings.Contains(string(b), `id="delivery-filters"`) {
+			t.Errorf("%s: %d, want a 400 problem in the page saying %q:\n%s", query, resp.StatusCode, want, b)
+		}
+	}
+}
+
+// The operator's domain view shows each entity type's ledger (and whether
+// it is served), its fact types and their data schemas, read from the
+// admin domain API; other keys get the API's 403.
+func TestOperatorSeesDomainModel(t *testing.T) {
+	a := setup(t, app.Config{})
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, op)
+	resp := do(t, a, "GET", "/console/domain", cookie, nil)
+	b, _ := io.ReadAll(resp.Body)
+	page := string(b)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("domain view: %d\n%s", resp.StatusCode, b)
+	}
+	for _, want := range []*regexp.Regexp{
+		// No plugin is loaded here: the ledgers are named but not served.
+		regexp.MustCompile(`(?s)data-entity-type="account">.*?class="ledger">account <span class="error">\(plugin not loaded\)`),
+		regexp.MustCompile(`(?s)data-entity-type="contact">.*?class="ledger">generic <span class="error">\(plugin not loaded\)`),
+		regexp.MustCompile(`(?s)data-fact-type="deposit"><b>deposit</b>: Money paid in.*?<code>amount</code> decimal, required.*?other members allowed`),
+		regexp.MustCompile(`data-fact-type="note"><b>note</b>\s*\(any data\)`),
+	} {
+		if !want.MatchString(page) {
+			t.Errorf("domain view lacks %s", want)
+		}
+	}
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ = signIn(t, a, key)
+	if resp := do(t, a, "GET", "/console/domain", cookie, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant admin on the domain view: %d", resp.StatusCode)
+	}
+}
+
+// The stream view lists consumers by name with their position and lag
+// behind the head, as GET /v1/admin/stream answers.
+func TestOperatorSeesStreamConsumers(t *testing.T) {
+	a := setup(t, app.Config{})
+	ctx := context.Background()
+	addDeliveries(t, a.Store, "acme", 5) // five facts: the head is 5
+	for name, pos := range map[string]int64{"webhooks": 2, "projections": 5} {
+		if err := a.Store.SetCheckpoint(ctx, name, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, op)
+	resp := do(t, a, "GET", "/console/stream", cookie, nil)
+	b, _ := io.ReadAll(resp.Body)
+	rows := regexp.MustCompile(`<tr data-consumer="([a-z]+)"><td>[a-z]+</td><td class="position">(\d+)</td><td class="lag">(\d+)</td>`).FindAllStringSubmatch(string(b), -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1]+" "+r[2]+" "+r[3])
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="head">5<`) || strings.Join(got, ", ") != "projections 5 0, webhooks 2 3" {
+		t.Fatalf("stream view %d: consumers %q\n%s", resp.StatusCode, got, b)
+	}
+}
+
+// A tenant admin creates a key (shown once, working at once through the
+// API) and revokes it (refused by the API at once); a bad mode is the
+// API's problem in the page.
+func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
+	a := setup(t, app.Config{})
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, admin)
+	apiStatus := func(key string) int {
+		r := httptest.NewRequest("GET", "/v1/configs", nil)
+		r.Header.Set("X-API-Key", key)
+		resp, err := a.Server.App().Test(r, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	resp := do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"live"}, "name": {"ci"}})
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`id="new-key">(fl_live_[^<]+)<`).FindSubmatch(b)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("create: %d\n%s", resp.StatusCode, b)
+	}
+	key := string(m[1])
+	if code := apiStatus(key); code != http.StatusOK {
+		t.Fatalf("the new key on the API: %d", code)
+	}
+	list, _ := io.ReadAll(do(t, a, "GET", "/console/keys", cookie, nil).Body)
+	row := regexp.MustCompile(`<tr data-key="([^"]+)">\s*<td><code>[^<]+</code></td><td>ci</td><td>live</td>`).FindSubmatch(list)
+	if row == nil || strings.Contains(string(list), key) {
+		t.Fatalf("the keys view lacks the new key's row or shows the key itself:\n%s", list)
+	}
+	resp = do(t, a, "POST", "/console/keys/"+string(row[1])+"/revoke", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if code := apiStatus(key); code != http.StatusUnauthorized {
+		t.Errorf("the revoked key on the API: %d, want 401", code)
+	}
+	resp = do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"root"}})
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "mode must be one of live, test, admin") {
+		t.Errorf("a bad mode: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// Signing in deletes the sessions that have expired, and only those.
+func TestSignInPurgesExpiredSessions(t *testing.T) {
+	a := setup(t, app.Config{})
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	for id, exp := range map[string]int64{"expired": now - 1000, "live": now + 3_600_000} {
+		if err := a.Store.CreateSession(ctx, &store.Session{ID: id, TenantID: "acme", Mode: auth.ModeAdmin, KeyID: "k", Key: []byte("x"),
+			CSRF: "c", CreatedAt: now - 10_000, ExpiresAt: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	signIn(t, a, key)
+	if _, err := a.Store.GetSession(ctx, "expired", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the expired session after a sign-in: %v, want it purged", err)
+	}
+	if _, err := a.Store.GetSession(ctx, "live", 0); err != nil {
+		t.Errorf("the live session after a sign-in: %v", err)
 	}
 }

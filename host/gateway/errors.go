@@ -118,7 +118,7 @@ func (s *Server) routeMiss(c *fiber.Ctx) *problem.Error {
 
 func (s *Server) bodyTooLarge(c *fiber.Ctx) *problem.Error {
 	limit := s.cfg.BodyLimit
-	if strings.HasPrefix(c.Path(), uploadPrefix) {
+	if isUpload(c.Path()) {
 		limit = max(s.cfg.BodyLimit, s.cfg.UploadLimit)
 	}
 	return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", limit)

@@ -34,6 +34,14 @@ const HeaderAPIKey = "X-API-Key"
 // uploadPrefix is where bodies up to UploadLimit are accepted.
 const uploadPrefix = "/v1/admin/plugins/"
 
+// consoleUpload is the console's plugin upload form, which hands its
+// module to the plugin endpoint: the same limit and time apply to it.
+const consoleUpload = "/console/plugins/upload"
+
+func isUpload(path string) bool {
+	return strings.HasPrefix(path, uploadPrefix) || path == consoleUpload
+}
+
 var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:\-]{1,128}$`)
 
 type httpMetrics struct {
@@ -84,7 +92,7 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 	c.Locals(localRequestID, rid)
 	c.Set(HeaderRequestID, rid)
 	timeout := s.cfg.RequestTimeout
-	if strings.HasPrefix(c.Path(), uploadPrefix) {
+	if isUpload(c.Path()) {
 		// Installing a plugin compiles it: seconds, more on a busy host.
 		timeout = max(timeout, 5*time.Minute)
 	}
@@ -101,7 +109,7 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 					Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
 			}
 		}()
-		if len(c.Body()) > s.cfg.BodyLimit && !strings.HasPrefix(c.Path(), uploadPrefix) {
+		if len(c.Body()) > s.cfg.BodyLimit && !isUpload(c.Path()) {
 			err = problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
 			return
 		}

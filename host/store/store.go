@@ -700,8 +700,12 @@ type OutboxFilter struct {
 	TenantID string
 	Status   string // empty: any
 	ConfigID string // empty: any
-	AfterID  string
-	Limit    int
+	// CreatedFrom and CreatedBefore (ms) bound CreatedAt: From <= CreatedAt
+	// < Before; 0: unbounded.
+	CreatedFrom   int64
+	CreatedBefore int64
+	AfterID       string
+	Limit         int
 }
 
 // WebhookPause stops deliveries of one config until it is resumed.

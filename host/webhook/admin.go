@@ -1,12 +1,15 @@
 package webhook
 
 import (
+	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/host/gateway"
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/store"
 )
 
 // Admin endpoints, all behind an admin API key and scoped to its tenant
@@ -17,6 +20,7 @@ import (
 //	POST /v1/admin/webhooks/configs/:id/resume             resume a config paused by a 410 (200)
 //	GET  /v1/admin/webhooks/dead-letters                   list dead letters (200; config_id, limit, cursor)
 //	POST /v1/admin/webhooks/dead-letters/:delivery_id/replay  replay a dead delivery (200)
+//	GET  /v1/admin/webhooks/deliveries                     list deliveries (200; status, config_id, from, to, limit, cursor)
 //	GET  /v1/admin/webhooks/deliveries/:delivery_id        one delivery's state (200)
 const adminPrefix = "/v1/admin/webhooks"
 
@@ -27,6 +31,7 @@ func (s *Service) Mount(srv *gateway.Server) {
 	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/resume", gateway.AdminKey, s.handleResume)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/dead-letters", gateway.AdminKey, s.handleDeadLetters)
 	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/:delivery_id/replay", gateway.AdminKey, s.handleReplay)
+	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries", gateway.AdminKey, s.handleDeliveries)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries/:delivery_id", gateway.AdminKey, s.handleDelivery)
 }
 
@@ -95,6 +100,57 @@ func (s *Service) handleReplay(c *fiber.Ctx) error {
 		return err
 	}
 	return gateway.Respond(c, fiber.StatusOK, v)
+}
+
+// handleDeliveries lists deliveries: ?status=pending|sent|dead,
+// ?config_id=, ?from= and ?to= (ms since the epoch, to exclusive),
+// ?cursor=, ?limit=. Every bad filter is named in one validation problem.
+func (s *Service) handleDeliveries(c *fiber.Ctx) error {
+	f := DeliveryFilter{Status: strings.Clone(c.Query("status")), ConfigID: strings.Clone(c.Query("config_id"))}
+	var errs []problem.FieldError
+	switch f.Status {
+	case "", store.OutboxPending, store.OutboxSent, store.OutboxDead:
+	default:
+		errs = append(errs, problem.FieldError{Field: "status", Code: problem.CodeEnum, Message: "status must be one of pending, sent, dead"})
+	}
+	for _, q := range []struct {
+		name string
+		to   *int64
+	}{{"from", &f.From}, {"to", &f.To}} {
+		v := c.Query(q.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, problem.FieldError{Field: q.name, Code: problem.CodeType, Message: q.name + " must be a time in milliseconds since the epoch"})
+			continue
+		}
+		*q.to = n
+	}
+	if f.From != 0 && f.To != 0 && f.To <= f.From {
+		errs = append(errs, problem.FieldError{Field: "to", Code: problem.CodeRange, Message: "to must be after from"})
+	}
+	limit := 0
+	if l := c.Query("limit"); l != "" {
+		n, err := parseLimit(l)
+		if err != nil {
+			var pe *problem.Error
+			if !errors.As(err, &pe) {
+				return err
+			}
+			errs = append(errs, pe.Errors...)
+		}
+		limit = n
+	}
+	if len(errs) > 0 {
+		return problem.Validation(errs)
+	}
+	page, err := s.Deliveries(gateway.Context(c), gateway.Tenant(c), f, strings.Clone(c.Query("cursor")), limit)
+	if err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, page)
 }
 
 func (s *Service) handleDelivery(c *fiber.Ctx) error {

@@ -234,6 +234,73 @@ func deadLetters(ctx context.Context, st store.Store, tenant, configID, cursor s
 	return page, nil
 }
 
+// DeliveryFilter selects the deliveries of a list: Status (pending, sent
+// or dead), ConfigID, and creation time From <= created_at < To (ms);
+// zero values select all.
+type DeliveryFilter struct {
+	Status   string
+	ConfigID string
+	From, To int64
+}
+
+// DeliveryItem is one delivery of a list; GET .../deliveries/:id adds its
+// attempts.
+type DeliveryItem struct {
+	DeliveryID     string `json:"delivery_id"`
+	ConfigID       string `json:"webhook_config_id"`
+	ConfigVersion  int64  `json:"webhook_config_version"`
+	URL            string `json:"url"`
+	Status         string `json:"status"`
+	Attempt        int    `json:"attempt"`
+	MaxAttempts    int    `json:"max_attempts"`
+	NextRetryAt    *int64 `json:"next_retry_at,omitempty"`
+	LastAttemptAt  int64  `json:"last_attempt_at,omitempty"`
+	LastStatusCode int    `json:"last_status_code,omitempty"`
+	Replays        int    `json:"replays"`
+	CreatedAt      int64  `json:"created_at"`
+}
+
+// DeliveryPage is one page of deliveries, by delivery id.
+type DeliveryPage struct {
+	Items   []DeliveryItem `json:"items"`
+	Cursor  string         `json:"cursor,omitempty"`
+	HasMore bool           `json:"hasMore"`
+}
+
+// Deliveries lists the tenant's deliveries matching f, one page at a time.
+func (s *Service) Deliveries(ctx context.Context, tenant string, f DeliveryFilter, cursor string, limit int) (*DeliveryPage, error) {
+	limit, err := platform.PageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := platform.DecodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.st.ListOutbox(ctx, store.OutboxFilter{TenantID: tenant, Status: f.Status, ConfigID: f.ConfigID,
+		CreatedFrom: f.From, CreatedBefore: f.To, AfterID: after, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: deliveries: %w", err)
+	}
+	page := &DeliveryPage{Items: make([]DeliveryItem, 0, min(len(rows), limit))}
+	if len(rows) > limit {
+		rows, page.HasMore = rows[:limit], true
+		page.Cursor = platform.EncodeCursor(rows[limit-1].DeliveryID)
+	}
+	for _, r := range rows {
+		var msg deliveryMessage
+		_ = json.Unmarshal(r.Message, &msg)
+		it := DeliveryItem{DeliveryID: r.DeliveryID, ConfigID: r.ConfigID, ConfigVersion: r.ConfigVersion, URL: msg.URL,
+			Status: r.Status, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, LastAttemptAt: r.LastAttemptAt,
+			LastStatusCode: r.LastStatusCode, Replays: r.Replays, CreatedAt: r.CreatedAt}
+		if r.Status == store.OutboxPending {
+			it.NextRetryAt = &r.NextAttemptAt
+		}
+		page.Items = append(page.Items, it)
+	}
+	return page, nil
+}
+
 // DeliveryView shows one delivery's state.
 type DeliveryView struct {
 	DeliveryID      string          `json:"delivery_id"`
@@ -273,7 +340,11 @@ type AttemptView struct {
 	ErrorCode  string `json:"error_code,omitempty"`
 	WillRetry  *bool  `json:"will_retry,omitempty"`
 	SentToDLQ  *bool  `json:"sent_to_dlq,omitempty"`
-	Timestamp  int64  `json:"timestamp"`
+	// ResponseTimeMS is the receiver's answer time; NextRetryAt (ms) when
+	// the attempt was retried.
+	ResponseTimeMS *float64 `json:"response_time_ms,omitempty"`
+	NextRetryAt    *int64   `json:"next_retry_at,omitempty"`
+	Timestamp      int64    `json:"timestamp"`
 }
 
 // maxAttemptFacts bounds the webhook.sent facts read for one delivery:
@@ -297,7 +368,8 @@ func (s *Service) attempts(ctx context.Context, r *store.OutboxRow) ([]AttemptVi
 				continue
 			}
 			out = append(out, AttemptView{FactID: f.ID, Attempt: d.Attempt, Success: d.Success, StatusCode: d.StatusCode,
-				ErrorType: d.ErrorType, ErrorCode: d.ErrorCode, WillRetry: d.WillRetry, SentToDLQ: d.SentToDLQ, Timestamp: f.Timestamp})
+				ErrorType: d.ErrorType, ErrorCode: d.ErrorCode, WillRetry: d.WillRetry, SentToDLQ: d.SentToDLQ,
+				ResponseTimeMS: d.ResponseTimeMS, NextRetryAt: d.NextRetryAt, Timestamp: f.Timestamp})
 		}
 		if len(facts) < 200 {
 			break

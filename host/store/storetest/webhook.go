@@ -19,6 +19,7 @@ var webhookTests = []test{
 	{"ChangePreconditions", testChangePreconditions},
 	{"ChangeFactsAndPause", testChangeFactsAndPause},
 	{"ListAndCount", testOutboxListCount},
+	{"ListByCreatedAt", testOutboxListByCreatedAt},
 	{"Secrets", testWebhookSecrets},
 	{"SecretsOfAnotherKeyAreRefused", testSecretsOfAnotherKeyAreRefused},
 }
@@ -534,5 +535,43 @@ func testSecretsOfAnotherKeyAreRefused(t *testing.T, open Factory) {
 	noErr(t, s.CreateWebhookSecret(ctx, second), "a second secret of the same key")
 	if id, _ := s.WebhookSecretKeyID(ctx); id != "k1" {
 		t.Fatalf("key id %q after more secrets, want k1", id)
+	}
+}
+
+// A list bounded by creation time keeps From <= created_at < Before and
+// combines with the other filters.
+func testOutboxListByCreatedAt(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	var items []store.Append
+	for i := range 4 {
+		it := triggered("tnt_a", fmt.Sprintf("fct_time_%d", i), "https://a.example:443", t0)
+		it.Outbox.CreatedAt = t0 + int64(i)*1000
+		items = append(items, it)
+	}
+	appendOK(t, s, items...)
+	for _, c := range []struct {
+		name         string
+		from, before int64
+		want         []int
+	}{
+		{"unbounded", 0, 0, []int{0, 1, 2, 3}},
+		{"from", t0 + 1000, 0, []int{1, 2, 3}},
+		{"before", 0, t0 + 2000, []int{0, 1}},
+		{"both", t0 + 1000, t0 + 3000, []int{1, 2}},
+		{"empty", t0 + 5000, 0, nil},
+	} {
+		rows, err := s.ListOutbox(t.Context(), store.OutboxFilter{TenantID: "tnt_a", ConfigID: "cfg1", Status: store.OutboxPending,
+			CreatedFrom: c.from, CreatedBefore: c.before, Limit: 10})
+		noErr(t, err, "ListOutbox "+c.name)
+		var got, want []string
+		for _, r := range rows {
+			got = append(got, r.DeliveryID)
+		}
+		for _, i := range c.want {
+			want = append(want, items[i].Outbox.DeliveryID)
+		}
+		if !equalStrings(got, want) {
+			t.Errorf("%s: rows %v, want %v", c.name, got, want)
+		}
 	}
 }

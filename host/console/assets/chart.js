@@ -1,0 +1,53 @@
+// Draws the projection chart from the #chart-data table the server
+// rendered (the page carries no inline script): one line per group of the
+// first metric, or of the metric picked in the selector. What it plots is
+// left on #chart as data-series, so tests can compare it with the API.
+(function () {
+  "use strict";
+  function draw() {
+    var box = document.getElementById("chart");
+    var table = document.getElementById("chart-data");
+    if (!box || !table) return;
+    if (typeof uPlot === "undefined") {
+      // Loaded into a boosted page, the scripts run in any order.
+      var lib = document.querySelector('script[src*="uPlot"]');
+      if (lib) lib.addEventListener("load", draw, { once: true });
+      return;
+    }
+    var metrics = [].map.call(table.querySelectorAll("thead th"), function (th) { return th.textContent; }).slice(2);
+    var rows = [].slice.call(table.querySelectorAll("tbody tr[data-x]"));
+    if (!metrics.length || !rows.length) return;
+    var picker = document.getElementById("metric");
+    if (!picker) {
+      picker = document.createElement("select");
+      picker.id = "metric";
+      picker.setAttribute("aria-label", "Metric");
+      metrics.forEach(function (m) { var o = document.createElement("option"); o.value = o.textContent = m; picker.appendChild(o); });
+      picker.addEventListener("change", draw);
+      box.parentNode.insertBefore(picker, box);
+    }
+    var metric = picker.value || metrics[0];
+    var xs = [], groups = [];
+    rows.forEach(function (tr) {
+      var x = Number(tr.dataset.x) / 1000;
+      if (xs.indexOf(x) < 0) xs.push(x);
+      if (groups.indexOf(tr.dataset.group) < 0) groups.push(tr.dataset.group);
+    });
+    xs.sort(function (a, b) { return a - b; });
+    var data = [xs].concat(groups.map(function () { return xs.map(function () { return null; }); }));
+    rows.forEach(function (tr) {
+      var cell = tr.querySelector('td[data-metric="' + metric + '"]');
+      if (!cell || cell.textContent === "") return;
+      data[1 + groups.indexOf(tr.dataset.group)][xs.indexOf(Number(tr.dataset.x) / 1000)] = Number(cell.textContent);
+    });
+    var colours = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
+    var series = [{}].concat(groups.map(function (g, i) {
+      return { label: g || metric, stroke: colours[i % colours.length], width: 2, points: { show: true } };
+    }));
+    box.textContent = "";
+    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true } } }, data, box);
+    box.dataset.metric = metric;
+    box.dataset.series = JSON.stringify({ groups: groups, data: data });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw); else draw();
+})();

@@ -1,0 +1,45 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// keysPage lists the tenant's API keys (GET /v1/admin/keys).
+func (c *Console) keysPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	var out map[string]any
+	err := c.call(ctx, s, http.MethodGet, "/v1/admin/keys", "", nil, &out)
+	return c.show(fc, s, "keys", out, err)
+}
+
+// createKey issues a key through POST /v1/admin/keys and shows it in this
+// answer only.
+func (c *Console) createKey(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"mode": strings.TrimSpace(fc.FormValue("mode")), "name": strings.TrimSpace(fc.FormValue("name"))})
+	var out map[string]any
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/keys", "application/json", body, &out)
+	var pe *apiError
+	if errors.As(err, &pe) || err != nil {
+		return c.done(fc, s, "/keys", "", err)
+	}
+	return c.render(fc, s, fiber.StatusOK, "new-key", out, nil)
+}
+
+// revokeKey revokes through DELETE /v1/admin/keys/:id; revoking the
+// session's own key ends the session on its next request.
+func (c *Console) revokeKey(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	id := fc.Params("id")
+	err := c.call(ctx, s, http.MethodDelete, "/v1/admin/keys/"+url.PathEscape(id), "", nil, nil)
+	return c.done(fc, s, "/keys", "Key "+id+" revoked", err)
+}
