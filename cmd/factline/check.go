@@ -15,12 +15,15 @@ import (
 	"github.com/factline/factline/manifests"
 )
 
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	format := fs.String("format", "text", "output format: text or json")
 	var domains listFlag
 	fs.Var(&domains, "domain", "domain manifest file or directory gateway manifests are checked against, layered over the built-in one like serve does (repeatable; domain manifests among FILEs are layered too)")
+	var pluginFiles listFlag
+	fs.Var(&pluginFiles, "plugin", "plugin module (FILE.wasm) whose commands the command routes are checked against, besides the plugins built into the binary (repeatable)")
+	pluginCache := fs.String("plugin-cache-dir", "", "where compiled plugins are cached, shared with serve (default: the user cache dir)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -28,7 +31,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageErr("factline check: --format must be text or json")
 	}
 	if fs.NArg() == 0 {
-		return usageErr("usage: factline check [--format text|json] FILE...")
+		return usageErr("usage: factline check [--format text|json] [--domain FILE]... [--plugin FILE.wasm]... FILE...")
 	}
 	all := []manifest.Diagnostic{}
 	sources := map[string][]byte{}
@@ -83,21 +86,59 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	} else {
 		domain = merged
 	}
+	// The routes domain manifests carry follow each gateway manifest's
+	// (or stand alone), and command routes are checked against the
+	// ledgers' commands, as serve does.
+	var commandRoutes []commandRoute
+	withLayerRoutes := func(file string, g *manifest.Gateway) {
+		lg, err := manifest.LayerRoutes(domain, g)
+		if err != nil {
+			all = append(all, manifest.Diagnostics(file, err)...)
+			return
+		}
+		if lg != nil {
+			commandRoutes = append(commandRoutes, commandRoute{gw: lg, domain: manifest.MergeDomain(domain, lg)})
+		}
+	}
+	valid := len(all) == 0
+	anyGateway := false
 	for _, file := range fs.Args() {
 		if !gateways[file] {
 			continue
 		}
+		anyGateway = true
 		src := sources[file]
-		if _, err := manifest.ParseGateway(file, src, domain); err != nil {
+		g, err := manifest.ParseGateway(file, src, domain)
+		if err != nil {
 			all = append(all, manifest.Diagnostics(file, err)...)
+			continue
+		}
+		if valid {
+			withLayerRoutes(file, g)
 		}
 	}
+	if valid && !anyGateway {
+		withLayerRoutes("", nil)
+	}
+	if *pluginCache == "" {
+		*pluginCache = app.DefaultPluginCacheDir("./data")
+	}
+	problems, warnings, err := checkCommandRoutes(ctx, commandRoutes, pluginFiles, *pluginCache, stderr)
+	if err != nil {
+		return err
+	}
+	all = append(all, problems...)
+	// A layer's route is checked with each gateway manifest: said once.
+	all, warnings = dedupeDiagnostics(all), dedupeDiagnostics(warnings)
 	if *format == "json" {
-		if err := json.NewEncoder(stdout).Encode(map[string]any{"valid": len(all) == 0, "problems": all}); err != nil {
+		if warnings == nil {
+			warnings = []manifest.Diagnostic{}
+		}
+		if err := json.NewEncoder(stdout).Encode(map[string]any{"valid": len(all) == 0, "problems": all, "warnings": warnings}); err != nil {
 			return err
 		}
 	} else {
-		for _, d := range all {
+		for _, d := range append(all, warnings...) {
 			fmt.Fprintln(stdout, d.String())
 		}
 		if len(all) == 0 {
@@ -112,4 +153,16 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 
 func quietLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func dedupeDiagnostics(in []manifest.Diagnostic) []manifest.Diagnostic {
+	seen := map[manifest.Diagnostic]bool{}
+	out := in[:0]
+	for _, d := range in {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -108,13 +108,7 @@ func (c *Config) defaults() {
 		c.DataDir = "./data"
 	}
 	if c.PluginCacheDir == "" {
-		// Compiled code depends only on the module and the runtime, so one
-		// cache per user serves every data dir.
-		if dir, err := os.UserCacheDir(); err == nil {
-			c.PluginCacheDir = filepath.Join(dir, "factline", "wasm-cache")
-		} else {
-			c.PluginCacheDir = filepath.Join(c.DataDir, "wasm-cache")
-		}
+		c.PluginCacheDir = DefaultPluginCacheDir(c.DataDir)
 	}
 	if c.OperatorTenant == "" {
 		c.OperatorTenant = "operator"
@@ -381,6 +375,17 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		return detail, nil
 	}}
 	return ledgers, check, nil
+}
+
+// DefaultPluginCacheDir is where compiled plugins are cached when no
+// directory is given: compiled code depends only on the module and the
+// runtime, so one cache per user serves every data dir (dataDir's
+// wasm-cache when the user has no cache dir).
+func DefaultPluginCacheDir(dataDir string) string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "factline", "wasm-cache")
+	}
+	return filepath.Join(dataDir, "wasm-cache")
 }
 
 // builtinPlugins are the plugin modules built into the binary.

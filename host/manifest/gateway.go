@@ -115,14 +115,30 @@ type RateLimit struct {
 func (r *Route) ID() string { return r.Method + " " + r.Path }
 
 // IsGateway reports whether YAML source looks like a gateway manifest (it
-// has a top-level routes key) rather than a domain manifest.
+// has a top-level routes key) rather than a domain manifest. A domain
+// manifest may carry routes too: one with subscriptions, or an entity
+// type naming its ledger (which a gateway manifest's cannot), is a domain
+// manifest.
 func IsGateway(src []byte) bool {
 	var top map[string]yaml.Node
 	if yaml.Unmarshal(src, &top) != nil {
 		return false
 	}
-	_, ok := top["routes"]
-	return ok
+	_, routes := top["routes"]
+	_, subs := top["subscriptions"]
+	if !routes || subs {
+		return false
+	}
+	entities := top["entities"]
+	for i := 1; i < len(entities.Content); i += 2 {
+		e := entities.Content[i]
+		for j := 0; e.Kind == yaml.MappingNode && j < len(e.Content); j += 2 {
+			if e.Content[j].Value == "ledger" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // LoadGatewayFile reads and validates a gateway manifest. domain, when not

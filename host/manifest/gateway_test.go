@@ -121,6 +121,10 @@ func TestIsGateway(t *testing.T) {
 	if !IsGateway([]byte("name: x\nroutes: []\n")) || IsGateway([]byte("name: x\nentities: {}\n")) || IsGateway([]byte(":::")) {
 		t.Fatal("IsGateway misclassifies")
 	}
+	// A domain manifest carrying routes stays a domain manifest.
+	if IsGateway([]byte("name: x\nentities:\n  claim: {ledger: builtin}\nroutes: []\n")) || IsGateway([]byte("name: x\nsubscriptions: []\nroutes: []\n")) {
+		t.Fatal("a domain manifest with routes taken for a gateway manifest")
+	}
 }
 
 func FuzzParseGateway(f *testing.F) {

@@ -83,3 +83,14 @@ func described(schema []byte, desc string) *openapi3.SchemaRef {
 	}
 	return inline(s)
 }
+
+// command is the command name of entity type typ's ledger; ok is false
+// when its ledger's commands are not known here.
+func (b *builder) command(typ, name string) (c ledger.CommandSpec, ok bool) {
+	for _, c := range b.commands[typ] {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ledger.CommandSpec{}, false
+}

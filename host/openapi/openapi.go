@@ -29,8 +29,9 @@ type Options struct {
 	// DocsURL is the base of problem type URIs ({DocsURL}/errors/<slug>);
 	// DefaultDocsURL when empty.
 	DocsURL string
-	// Commands are the routed commands of each entity type's ledger,
-	// described under /v1/entities/{id}/...
+	// Commands are the commands of each entity type's ledger: the routed
+	// ones are described under /v1/entities/{id}/..., and manifest routes
+	// of action command take their input and result schemas.
 	Commands map[string][]ledger.CommandSpec
 }
 
@@ -46,6 +47,9 @@ type builder struct {
 	paths map[string]string
 	tags  []*openapi3.Tag
 	tagOK map[string]bool
+	// commands are the ledger commands of each entity type, for the
+	// manifest routes of action command.
+	commands map[string][]ledger.CommandSpec
 }
 
 // Generate describes the gateway manifest's routes and the platform /v1
@@ -66,6 +70,8 @@ func Generate(gw *manifest.Gateway, domain *manifest.Domain, opts Options) (*ope
 		opIDs:   map[string]bool{},
 		paths:   map[string]string{},
 		tagOK:   map[string]bool{},
+
+		commands: opts.Commands,
 	}
 	if b.docsURL == "" {
 		b.docsURL = DefaultDocsURL

@@ -883,3 +883,93 @@ func TestLedgerCommandRoutes(t *testing.T) {
 		t.Fatal("an unrouted command got a path")
 	}
 }
+
+// TestManifestCommandRoutes: a manifest route of action command is
+// described with the :id parameter, the input schema its ledger's plugin
+// describes as the request body, 201 with the recorded fact for a write
+// and 200 with the result schema for a read, and the problem statuses of
+// the ledger command routes (503 while the plugin is not loaded).
+func TestManifestCommandRoutes(t *testing.T) {
+	domain, err := manifest.LoadDomainFile("../../manifests/domain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := manifest.ParseGateway("gateway.yaml", []byte(`name: api
+version: "1"
+routes:
+  - {path: /api/accounts/:id/deposit, method: POST, entity: account, action: command, command: deposit}
+  - {path: /api/accounts/:id/budget, method: GET, entity: account, action: command, command: budget}
+  - {path: /api/contacts/:id/summary, method: GET, entity: contact, action: command, command: summary}
+`), domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi.Generate(gw, domain, openapi.Options{Commands: map[string][]ledger.CommandSpec{
+		"account": {{Name: "deposit", Method: "POST", Path: "/deposit", Emits: []string{"deposit"}, InputSchema: []byte(`{"type":"object","properties":{"amount":{"type":"number","format":"decimal"}},"required":["amount"]}`)},
+			{Name: "budget", Method: "GET", Path: "/budget", ReadOnly: true, ResultSchema: []byte(`{"type":"object","properties":{"balance":{"type":"number"}}}`)}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := openapi.JSON(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Validate(context.Background()); err != nil {
+		t.Fatalf("document with command routes does not validate: %v", err)
+	}
+	statuses := func(op *openapi3.Operation) []string {
+		var out []string
+		for code := range op.Responses.Map() {
+			out = append(out, code)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		name, method, path, ok string
+		body                   bool
+		want                   []string // in the success response's schema
+		codes                  []string
+	}{
+		{"write", "POST", "/api/accounts/{id}/deposit", "201", true, []string{`"$ref":"#/components/schemas/Fact"`},
+			[]string{"201", "400", "401", "404", "409", "413", "415", "422", "500", "503", "default"}},
+		{"read", "GET", "/api/accounts/{id}/budget", "200", false, []string{`"balance":{"type":"number"}`},
+			[]string{"200", "400", "401", "404", "422", "500", "503", "default"}},
+		{"ledger not loaded", "GET", "/api/contacts/{id}/summary", "200", false, []string{`"type":"object"`},
+			[]string{"200", "400", "401", "404", "422", "500", "503", "default"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := op(t, loaded, tc.method, tc.path)
+			if p := op.Parameters.GetByInAndName("path", "id"); p == nil || !p.Required {
+				t.Errorf("no required id path parameter: %+v", op.Parameters)
+			}
+			if got := statuses(op); !slices.Equal(got, tc.codes) {
+				t.Errorf("statuses %v, want %v", got, tc.codes)
+			}
+			ok := op.Responses.Value(tc.ok)
+			if ok == nil {
+				t.Fatalf("no %s response", tc.ok)
+			}
+			out, _ := json.Marshal(ok.Value.Content.Get("application/json").Schema.Value)
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("%s response lacks %s: %s", tc.ok, w, out)
+				}
+			}
+			if (op.RequestBody != nil) != tc.body {
+				t.Fatalf("request body %v, want %v", op.RequestBody != nil, tc.body)
+			}
+			if tc.body {
+				in := op.RequestBody.Value.Content.Get("application/json").Schema.Value
+				if in.Properties["amount"] == nil || !slices.Contains(in.Required, "amount") {
+					t.Errorf("input schema is not the plugin's: %+v", in)
+				}
+			}
+		})
+	}
+}

@@ -157,6 +157,34 @@ func (b *builder) route(r *manifest.Route) error {
 		}
 		status, okDesc, data = http.StatusOK, "The projection's results.", b.schema(schemaQueryResult)
 		errs = append(errs, http.StatusBadRequest, http.StatusNotFound)
+	case r.Action == manifest.ActionCommand:
+		cmd, known := b.command(r.Entity, r.Command)
+		op.Summary = cmpOr(cmd.Description, fmt.Sprintf("Run the %s command on %s", r.Command, article(r.Entity)))
+		op.Description = fmt.Sprintf("Runs the %s command of the %s's ledger (%s) on the %s the path parameter id names.", r.Command, r.Entity, t.Ledger, r.Entity)
+		if len(names) > 1 {
+			op.Description += " The other path parameters join the command's input and win over body members of the same name."
+		}
+		read := cmd.ReadOnly || !known && r.Method == http.MethodGet
+		if read {
+			op.Description += " Read-only: answers the command's result and records nothing."
+			status, okDesc, data = http.StatusOK, "The command's result.", described(cmd.ResultSchema, "The command's result, as the ledger computes it from the entity's state.")
+		} else {
+			op.Description += " Records the facts the ledger decides and answers the recorded fact (or {facts} when several)."
+			status, okDesc, data = http.StatusCreated, "The recorded fact.", b.schema(schemaFact)
+			idempotent = true
+			errs = append(errs, http.StatusConflict)
+		}
+		if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+			op.Description += " The query string is the command's input."
+			hasBody = false
+		} else {
+			op.RequestBody = jsonBody("The command's input.", described(cmd.InputSchema, "The command's input, as the ledger defines it."))
+		}
+		if !known {
+			op.Description += " The ledger's plugin is not loaded here, so its input and result are not described."
+		}
+		// 503 while the ledger's plugin (or this command) is not loaded.
+		errs = append(errs, http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable)
 	default:
 		return errf(r, "unknown action %q", r.Action)
 	}
@@ -216,6 +244,9 @@ func routeExtension(r *manifest.Route) map[string]any {
 	}
 	if r.FactType != "" {
 		x["factType"] = r.FactType
+	}
+	if r.Command != "" {
+		x["command"] = r.Command
 	}
 	if r.RateLimit != nil {
 		x["rateLimit"] = map[string]any{"rpm": r.RateLimit.RPM, "scope": r.RateLimit.Scope}

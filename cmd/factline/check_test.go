@@ -1,0 +1,155 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/factline/factline/sdk/conformance"
+)
+
+// embeddedBinary builds factline with the embedplugins tag, as `make
+// build` does, the repo's plugins built by TestMain standing in for
+// plugins/<name>/<name>.wasm through an overlay (the tree stays clean).
+func embeddedBinary(t *testing.T) string {
+	t.Helper()
+	mods, err := filepath.Glob(filepath.Join(pluginsDir, "*.wasm"))
+	if err != nil || len(mods) == 0 {
+		t.Fatalf("no built plugins in %s: %v", pluginsDir, err)
+	}
+	replace := map[string]string{}
+	for _, m := range mods {
+		name := strings.TrimSuffix(filepath.Base(m), ".wasm")
+		dst, err := filepath.Abs(filepath.Join("../../plugins", name, name+".wasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replace[dst] = m
+	}
+	dir := t.TempDir()
+	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "factline")
+	cmd := exec.Command("go", "build", "-tags", "embedplugins", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build with embedplugins: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// run runs bin to completion: stdout, stderr and the exit code.
+func run(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), 0
+}
+
+// commandGateway writes a gateway manifest of one command route.
+func commandGateway(t *testing.T, dir, method, entity, command string) string {
+	t.Helper()
+	f := filepath.Join(dir, "gateway.yaml")
+	src := "name: api\nversion: \"1\"\nroutes:\n  - path: /api/" + entity + "s/:id/x\n    method: " + method +
+		"\n    entity: " + entity + "\n    action: command\n    command: " + command + "\n"
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestCheckCommandRoutesAgainstBuiltinPlugins: a binary with the plugins
+// built in checks a command route against the account plugin's commands:
+// a missing command is refused at the command's file:line:col with the
+// list of the ledger's commands, a wrong method at the method's, and a
+// good route passes without a warning. A second run finds the compiled
+// plugin in the cache.
+func TestCheckCommandRoutesAgainstBuiltinPlugins(t *testing.T) {
+	bin := embeddedBinary(t)
+	cache := t.TempDir()
+	for _, tc := range []struct {
+		name, method, command string
+		code                  int
+		want                  string
+	}{
+		{"missing command", "POST", "earn", 1, ":8:14: route POST /api/accounts/:id/x: ledger account of entity type account has no command \"earn\" (its commands: budget, charge, cost, credit, deposit, payout)"},
+		{"wrong method", "POST", "budget", 1, ":5:13: route POST /api/accounts/:id/x: command budget of ledger account takes GET, not POST"},
+		{"good write", "POST", "deposit", 0, "ok: 1 file(s) valid"},
+		{"good read", "GET", "budget", 0, "ok: 1 file(s) valid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := commandGateway(t, t.TempDir(), tc.method, "account", tc.command)
+			stdout, stderr, code := run(t, bin, "check", "--plugin-cache-dir", cache, gw)
+			if code != tc.code || !strings.Contains(stdout, tc.want) {
+				t.Fatalf("exit %d (want %d)\n%s%s\nwant %s", code, tc.code, stdout, stderr, tc.want)
+			}
+			if tc.code == 1 && !strings.HasPrefix(stdout, gw+tc.want) {
+				t.Errorf("not at the route's file:line:col:\n%s", stdout)
+			}
+			if strings.Contains(stdout, "warning") {
+				t.Errorf("a built-in ledger is known, no warning:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// TestCheckCommandRoutesWithPluginFlag: --plugin FILE.wasm gives the
+// commands of a ledger not built in; without it the route is a warning
+// line (checked at serve time) and the exit status stays 0.
+func TestCheckCommandRoutesWithPluginFlag(t *testing.T) {
+	points, err := conformance.Build(context.Background(), "../../sdk/conformance/testdata/points")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	module := filepath.Join(dir, "points.wasm")
+	domain := filepath.Join(dir, "members.yaml")
+	if err := os.WriteFile(module, points, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(domain, []byte("name: members\nversion: \"1\"\nentities:\n  member:\n    ledger: points\n    fields: {}\n    facts: [earned]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	for _, tc := range []struct {
+		name, method, command string
+		plugin                bool
+		code                  int
+		want                  string
+	}{
+		{"good route", "POST", "earn", true, 0, "ok: 1 file(s) valid"},
+		{"missing command", "POST", "redeem", true, 1, ":8:14: route POST /api/members/:id/x: ledger points of entity type member has no command \"redeem\" (its commands: earn, points)"},
+		{"wrong method", "POST", "points", true, 1, ":5:13: route POST /api/members/:id/x: command points of ledger points takes GET, not POST"},
+		{"not given", "POST", "redeem", false, 0, ":4:5: warning: route POST /api/members/:id/x: ledger points of entity type member is not known here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := commandGateway(t, t.TempDir(), tc.method, "member", tc.command)
+			args := []string{"check", "--plugin-cache-dir", cache, "--domain", domain}
+			if tc.plugin {
+				args = append(args, "--plugin", module)
+			}
+			stdout, stderr, code := cli(t, nil, append(args, gw)...)
+			if code != tc.code || !strings.Contains(stdout, tc.want) {
+				t.Fatalf("exit %d (want %d)\n%s%s\nwant %s", code, tc.code, stdout, stderr, tc.want)
+			}
+			if tc.code == 1 && !strings.Contains(stdout, gw+tc.want) {
+				t.Errorf("not at the route's file:line:col:\n%s", stdout)
+			}
+		})
+	}
+	if _, stderr, code := cli(t, nil, "check", "--plugin", filepath.Join(dir, "missing.wasm"), "--domain", domain, commandGateway(t, t.TempDir(), "POST", "member", "earn")); code != 1 || !strings.Contains(stderr, "--plugin") {
+		t.Errorf("a missing --plugin file: exit %d, stderr %s", code, stderr)
+	}
+}

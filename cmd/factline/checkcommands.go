@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/factline/factline/host/ledger"
+	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/plugins"
+	"github.com/factline/factline/host/wasm"
+	factlineplugins "github.com/factline/factline/plugins"
+)
+
+// commandRoute is a command route to check, with the domain its entity
+// type resolves in.
+type commandRoute struct {
+	gw     *manifest.Gateway
+	domain *manifest.Domain
+}
+
+// checkCommandRoutes checks the command routes of each gateway against
+// the ledgers described by the plugins given with --plugin and those
+// built into the binary, as serve does. Routes of a ledger neither built
+// in nor given are returned as warnings: they are checked at serve time.
+// Plugins are described (compiled) only when there is a command route.
+func checkCommandRoutes(ctx context.Context, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
+	ledgers := map[string]bool{}
+	for _, cr := range routes {
+		for _, r := range cr.gw.Routes {
+			if r.Action == manifest.ActionCommand {
+				if t := cr.domain.Entities[r.Entity]; t != nil {
+					ledgers[t.Ledger] = true
+				}
+			}
+		}
+	}
+	if len(ledgers) == 0 {
+		return nil, nil, nil
+	}
+	// The options serve runs plugins with (its flags' defaults), so the
+	// compiled code is cached for serve and the next check; one instance
+	// is enough to describe a plugin.
+	host, err := wasm.NewHost(wasm.Options{
+		CacheDir: cacheDir, MemoryLimitMiB: 64, CallTimeout: 100 * time.Millisecond,
+		PoolSize: 1, Logger: quietLogger(logOut),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("plugin runtime: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		host.Close(cctx)
+	}()
+	reg := wasm.NewRegistry(host)
+	for _, file := range pluginFiles {
+		module, err := os.ReadFile(file)
+		if err != nil {
+			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("--plugin: %v", err)}
+		}
+		if _, err := reg.Install(ctx, module, nil); err != nil {
+			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("--plugin %s: %v", file, err)}
+		}
+	}
+	// A plugin given with --plugin replaces the built-in one of its name,
+	// as the plugins directory does in serve.
+	builtin := factlineplugins.Builtin()
+	names := make([]string, 0, len(ledgers))
+	for name := range ledgers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		module, ok := builtin[name]
+		if _, loaded := reg.Get(name); !ok || loaded {
+			continue
+		}
+		if _, err := reg.Install(ctx, module, nil); err != nil {
+			return nil, nil, fmt.Errorf("built-in plugin %s: %w", name, err)
+		}
+	}
+	known := plugins.Ledgers{Builtin: ledger.Builtin(), Registry: reg}
+	describe := func(name string) ([]manifest.LedgerCommand, bool) {
+		specs, ok := known.Described(name)
+		if !ok {
+			return nil, false
+		}
+		out := make([]manifest.LedgerCommand, len(specs))
+		for i, c := range specs {
+			out[i] = manifest.LedgerCommand{Name: c.Name, Method: c.Method, ReadOnly: c.ReadOnly}
+		}
+		return out, true
+	}
+	for _, cr := range routes {
+		if err := manifest.CheckCommands(cr.gw, cr.domain, describe); err != nil {
+			problems = append(problems, manifest.Diagnostics("", err)...)
+		}
+		for _, r := range cr.gw.Routes {
+			t := cr.domain.Entities[r.Entity]
+			if r.Action != manifest.ActionCommand || t == nil {
+				continue
+			}
+			if _, ok := describe(t.Ledger); !ok {
+				warnings = append(warnings, manifest.Diagnostic{File: r.File, Line: r.Line, Column: r.Column,
+					Message: fmt.Sprintf("warning: route %s: ledger %s of entity type %s is not known here (not built in, no --plugin gives it); its command %s is checked at serve time", r.ID(), t.Ledger, r.Entity, r.Command)})
+			}
+		}
+	}
+	return problems, warnings, nil
+}
