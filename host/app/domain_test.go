@@ -128,7 +128,12 @@ entities:
     ledger: points
     fields:
       tier: {type: string, storage: ix_s_1}
-    facts: [earned]
+    facts:
+      earned:
+        fields:
+          points: {type: integer, required: true}
+routes:
+  - {path: /api/members/:id/earn, method: POST, entity: member, action: command, command: earn}
 `
 
 // putDomain sends a domain manifest to the admin API as YAML.
@@ -150,9 +155,11 @@ func (l *live) putDomain(name, src string) (int, map[string]any) {
 // TestEntityTypeAddedThroughOneProcessIsServedByAnother is the issue's
 // acceptance: two processes on one Postgres and Redis; a plugin and the
 // domain manifest of a new entity type are uploaded to process A; within
-// 10 s process B serves create and the plugin's command routes for it,
-// neither restarted, while a steady load on an existing type on both
-// processes sees no failed request.
+// 10 s process B serves create, the plugin's command routes, the
+// manifest's command route and the fact schema for it (refusing a fact
+// that breaks the schema, storing one that fits, publishing it in
+// /openapi.json), neither restarted, while a steady load on an existing
+// type on both processes sees no failed request.
 func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 	pg, rd := testutil.Postgres(t), testutil.Redis(t)
 	redis := func(c *app.Config) { c.RedisURL = rd }
@@ -227,9 +234,30 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("process B served create and commands of the new type %v after the upload", time.Since(changed).Round(time.Millisecond))
-	code, body := b.call("GET", "/v1/entities/m1/points", b.key, nil)
-	if code != 200 || fmt.Sprint(dataOf(body)["points"]) != "5" {
+	if code, body := b.call("POST", "/api/members/m1/earn", b.key, map[string]any{"points": 2}); code != 201 || dataOf(body)["type"] != "earned" {
+		t.Fatalf("manifest command route on process B: %d %v", code, body)
+	}
+	code, body := b.call("POST", "/v1/facts", b.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": "ten"}})
+	if code != 400 || body["type"] == nil || !strings.HasSuffix(fmt.Sprint(body["type"]), "validation-failed") ||
+		!strings.Contains(fmt.Sprint(body["errors"]), "code:type field:data.points") {
+		t.Fatalf("fact breaking the schema on process B: %d %v", code, body)
+	}
+	if code, body := b.call("POST", "/v1/facts", b.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": 3}}); code != 201 {
+		t.Fatalf("fact fitting the schema on process B: %d %v", code, body)
+	}
+	code, body = b.call("GET", "/openapi.json", "", nil)
+	components, _ := body["components"].(map[string]any)
+	schemas, _ := components["schemas"].(map[string]any)
+	earned, _ := schemas["member.earned.Data"].(map[string]any)
+	if code != 200 || fmt.Sprint(earned["required"]) != "[points]" {
+		t.Fatalf("openapi on process B: %d, member.earned.Data %v", code, earned)
+	}
+	if since := time.Since(changed); since > 10*time.Second {
+		t.Fatalf("process B served the new type's routes and schema %v after the change, over 10s", since)
+	}
+	t.Logf("process B served create, commands and the fact schema of the new type %v after the upload", time.Since(changed).Round(time.Millisecond))
+	code, body = b.call("GET", "/v1/entities/m1/points", b.key, nil)
+	if code != 200 || fmt.Sprint(dataOf(body)["points"]) != "10" {
 		t.Fatalf("read command on process B: %d %v", code, body)
 	}
 	// Keep the load going a little past the change on both processes.

@@ -1,6 +1,7 @@
 // Command points is the loyalty-points ledger of the SDK guide
-// (sdk/README.md): its only write command refuses {}, so it records a
-// fact only when given an input it accepts.
+// (sdk/README.md), plus raw appends of earned facts: its write commands
+// refuse {} (and the kit's default append, whose data is {}), so it
+// records a fact only when given an input it accepts.
 package main
 
 import "github.com/factline/factline/sdk"
@@ -22,6 +23,7 @@ var ledger = &sdk.Ledger[state]{
 	Commands: []sdk.Decider[state]{
 		sdk.Write(sdk.Command{Name: "earn", Method: "POST", Path: "/earn", Emits: []string{"earned"}}, earn),
 		sdk.Read(sdk.Command{Name: "points", Method: "GET", Path: "/points"}, func(s state, _ sdk.Cmd[struct{}]) (state, error) { return s, nil }),
+		sdk.Write(sdk.Command{Name: "append", Emits: []string{"earned"}}, appendFact),
 	},
 	Evolve: func(s state, f sdk.Fact) state {
 		var e earnInput
@@ -37,4 +39,16 @@ func earn(s state, cmd sdk.Cmd[earnInput]) ([]sdk.NewFact, error) {
 		return nil, sdk.Invalid("points", "not_positive", "points must be positive")
 	}
 	return []sdk.NewFact{{Type: "earned", Subtype: "manual", Data: cmd.Input}}, nil
+}
+
+// appendFact records a raw earned fact under the rules of earn.
+func appendFact(s state, cmd sdk.Cmd[sdk.AppendInput]) ([]sdk.NewFact, error) {
+	if cmd.Input.Type != "earned" {
+		return nil, sdk.Invalid("type", "unknown_fact_type", "a member records earned facts")
+	}
+	var in earnInput
+	if err := cmd.Input.DecodeData(&in); err != nil {
+		return nil, err
+	}
+	return earn(s, sdk.Cmd[earnInput]{Input: in})
 }
