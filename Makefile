@@ -19,7 +19,7 @@ run: build ## start factline on the embedded store (SQLite in ./data) with the r
 	@echo "Get an API key (in another terminal):  $(BIN) keys create --tenant demo --mode live --data-dir $(DATA_DIR)"
 	$(BIN) serve --addr $(ADDR) --data-dir $(DATA_DIR) --domain manifests/domain.yaml --manifest manifests/gateway.yaml --watch
 
-deps: ## install the PostgreSQL and Redis servers the tests start (apt-get, when missing)
+deps: ## install what the tests start (PostgreSQL, Redis, Chromium, promtool; apt-get, when missing)
 	@bash .ci/deps.sh
 
 test: deps ## run the whole suite with the race detector, Postgres and Redis included

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers the test suite starts, when they are missing:
-# PostgreSQL (initdb, pg_ctl, postgres), redis-server and chromium (the
-# console's browser tests). Tests start their
+# PostgreSQL (initdb, pg_ctl, postgres), redis-server, chromium (the
+# console's browser tests) and promtool (from Debian's prometheus package:
+# the alert rules test). Tests start their
 # own throwaway instances on random loopback ports; nothing is started here.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ missing=()
 have_postgres || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
