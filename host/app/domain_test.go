@@ -301,6 +301,8 @@ func TestDomainAdminAPI(t *testing.T) {
 			`domain/claims:4:3: entities.claim.facts: removes fact type "filed", which facts of stored entities have`},
 		{"names a missing ledger", "more", "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: nowhere, fields: {}, facts: [issued]}\n", "", "", 422,
 			`domain/more:4:3: entities.badge.ledger: no built-in ledger or installed plugin is named "nowhere"`},
+		{"names a ledger plugin that does not serve the type", "more", "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: generic, fields: {}, facts: [issued]}\n", "", "", 422,
+			`domain/more:4:3: entities.badge.ledger: ledger "generic" serves entity types campaign, contact, deal, tool, user, vendor, not "badge"`},
 		{"conflicts with another layer", "more", "name: more\nversion: \"1\"\nentities:\n  claim: {ledger: builtin, fields: {}, facts: [filed]}\n", "", "", 422,
 			`domain/more:4:3: entities.claim: removes field "status" declared at domain/claims:7:7`},
 		{"is not YAML", "more", "entities: [", "", "", 422, "domain/more:2:1: YAML syntax error"},

@@ -112,7 +112,7 @@ func (a *App) checkLocked(ctx context.Context, stored []store.DomainLayer) (*man
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled}); err != nil {
+	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes}); err != nil {
 		return nil, nil, err
 	}
 	return next, gw, nil

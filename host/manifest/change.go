@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/factline/factline/host/store"
 )
@@ -16,6 +17,10 @@ type ChangeEnv struct {
 	// LedgerInstalled reports whether a ledger name is built in or declared
 	// by an installed plugin (loaded or not yet loaded on this process).
 	LedgerInstalled func(ctx context.Context, name string) (bool, error)
+	// LedgerEntityTypes, when set, tells the entity types a ledger
+	// declares it serves; known is false when this process cannot tell
+	// (a built-in ledger serves any type; a plugin not loaded here).
+	LedgerEntityTypes func(name string) (types []string, known bool)
 }
 
 // CheckChange checks a new domain model against the one being served and
@@ -56,6 +61,13 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 			}
 			if !ok {
 				problem(t.pos, "%s.ledger: no built-in ledger or installed plugin is named %q", what, t.Ledger)
+			} else if env.LedgerEntityTypes != nil {
+				// A plugin refuses entities of types it does not declare:
+				// every command on them would fail.
+				if types, known := env.LedgerEntityTypes(t.Ledger); known && !contains(types, name) {
+					problem(t.pos, "%s.ledger: ledger %q serves entity types %s, not %q (a type without a ledger plugin of its own takes ledger: builtin)",
+						what, t.Ledger, strings.Join(types, ", "), name)
+				}
 			}
 		}
 		if old != nil {

@@ -66,6 +66,21 @@ func (l Ledgers) Described(name string) (cmds []ledger.CommandSpec, ok bool) {
 	return pl.Commands(), true
 }
 
+// EntityTypes returns the entity types a ledger plugin loaded here
+// declares; known is false for a built-in ledger (it serves any type) and
+// for a plugin not loaded here.
+func (l Ledgers) EntityTypes(name string) (types []string, known bool) {
+	if _, ok := l.Builtin.Ledger(name); ok || l.Registry == nil {
+		return nil, false
+	}
+	p, ok := (&pluginLedger{name: name, reg: l.Registry}).current()
+	if !ok {
+		return nil, false
+	}
+	types = p.Description().EntityTypes
+	return types, len(types) > 0
+}
+
 // pluginLedger adapts the current version of a ledger plugin.
 type pluginLedger struct {
 	name     string
