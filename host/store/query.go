@@ -1,6 +1,9 @@
 package store
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Query pieces both drivers use, written once; a driver only writes its
 // own placeholders ($n or ?) and the SQL its dialect spells differently.
@@ -122,4 +125,39 @@ func (u *TypeUsage) AddKeys(rows Rows) error {
 		u.Keys[k] = n
 	}
 	return rows.Err()
+}
+
+// ScanCounts reads rows of (key, count) into a map.
+func ScanCounts(rows Rows) (map[string]int64, error) {
+	counts := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		counts[k] = n
+	}
+	return counts, rows.Err()
+}
+
+// ScanLayerDigests reads rows of (name, sha256) of the stored domain
+// manifests, by name, and fails with ErrVersionConflict unless their
+// LayersDigest is expect.
+func ScanLayerDigests(rows Rows, expect string) error {
+	var cur []DomainLayer
+	for rows.Next() {
+		var l DomainLayer
+		if err := rows.Scan(&l.Name, &l.SHA256); err != nil {
+			return err
+		}
+		cur = append(cur, l)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if LayersDigest(cur) != expect {
+		return fmt.Errorf("the stored domain manifests changed since they were read: %w", ErrVersionConflict)
+	}
+	return nil
 }

@@ -49,16 +49,8 @@ func (s *Store) FactTypeKeys(ctx context.Context, entityType, factType string) (
 		return nil, fmt.Errorf("postgres: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
 	}
 	defer rows.Close()
-	keys := map[string]int64{}
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, fmt.Errorf("postgres: data keys of fact type %s of %s: %w", factType, entityType, err)
-		}
-		keys[k] = n
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := store.ScanCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
 	}
 	return keys, nil
@@ -90,13 +82,10 @@ func (s *Store) changeLayers(ctx context.Context, expect string, change func(tx 
 		if err != nil {
 			return err
 		}
-		var cur []store.DomainLayer
-		var l store.DomainLayer
-		if _, err := pgx.ForEachRow(rows, []any{&l.Name, &l.SHA256}, func() error { cur = append(cur, l); return nil }); err != nil {
+		err = store.ScanLayerDigests(rows, expect)
+		rows.Close()
+		if err != nil {
 			return err
-		}
-		if store.LayersDigest(cur) != expect {
-			return fmt.Errorf("the stored domain manifests changed since they were read: %w", store.ErrVersionConflict)
 		}
 		return change(tx)
 	})

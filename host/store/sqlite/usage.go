@@ -48,16 +48,8 @@ func (s *Store) FactTypeKeys(ctx context.Context, entityType, factType string) (
 		return nil, fmt.Errorf("sqlite: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
 	}
 	defer rows.Close()
-	keys := map[string]int64{}
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: data keys of fact type %s of %s: %w", factType, entityType, err)
-		}
-		keys[k] = n
-	}
-	if err := rows.Err(); err != nil {
+	keys, err := store.ScanCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: data keys of fact type %s of %s: %w", factType, entityType, interpretError(err))
 	}
 	return keys, nil
@@ -132,19 +124,5 @@ func layersUnchanged(ctx context.Context, tx *sql.Tx, expect string) error {
 		return err
 	}
 	defer rows.Close()
-	var cur []store.DomainLayer
-	for rows.Next() {
-		var l store.DomainLayer
-		if err := rows.Scan(&l.Name, &l.SHA256); err != nil {
-			return err
-		}
-		cur = append(cur, l)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if store.LayersDigest(cur) != expect {
-		return fmt.Errorf("the stored domain manifests changed since they were read: %w", store.ErrVersionConflict)
-	}
-	return nil
+	return store.ScanLayerDigests(rows, expect)
 }
