@@ -132,7 +132,16 @@ func startServer(t *testing.T, args ...string) *server {
 // 127.0.0.1:0) and waits until it listens.
 func startProcess(t *testing.T, args []string) *server {
 	t.Helper()
+	return startProcessEnv(t, nil, args)
+}
+
+// startProcessEnv is startProcess with env added to the environment.
+func startProcessEnv(t *testing.T, env []string, args []string) *server {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

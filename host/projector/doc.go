@@ -13,7 +13,11 @@
 // are exactly once. Once a runtime has read everything there was, it joins
 // the service's shared tail, which reads each new batch once for every
 // caught-up runtime and saves their checkpoints; a runtime the tail drops
-// after a failure reads on its own from its checkpoint again.
+// after a failure reads on its own from its checkpoint again. A runtime
+// marks its state key (Marker) where the state lives before writing any;
+// at start, a checkpoint past 0 with neither mark nor state means the
+// state was lost (a flushed Redis, a restored database) and the runtime
+// rebuilds from position 0.
 //
 // A new version that aggregates differently gets a new state key and
 // backfills beside the old one, which keeps answering queries until the new

@@ -137,7 +137,7 @@ func (rt *runtime) run(ctx context.Context) {
 	// Ready once the consumer reaches the head it sees now: from then on
 	// the projection lags the stream only by what is in flight.
 	for ctx.Err() == nil {
-		cp, err := st.GetCheckpoint(ctx, rt.consumerName())
+		cp, err := rt.startPosition(ctx)
 		if err == nil {
 			var head int64
 			if head, err = st.HeadPosition(ctx); err == nil {
@@ -188,6 +188,38 @@ func (rt *runtime) run(ctx context.Context) {
 		case <-rt.detached:
 		}
 	}
+}
+
+// startPosition returns the position the runtime reads on from: its
+// checkpoint, or 0 when the cached state behind the checkpoint is gone (no
+// mark and nothing stored), in which case the checkpoint is reset so that
+// the stream consumer backfills from the first fact. The state key is
+// marked before any state is written. Replays are harmless: the engine
+// records fact ids.
+func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
+	st, m := rt.s.opts.Store, rt.s.opts.Marker
+	cp, err := st.GetCheckpoint(ctx, rt.consumerName())
+	if err != nil {
+		return 0, err
+	}
+	marked, err := m.Marked(ctx, rt.key)
+	if err != nil || marked {
+		return cp, err
+	}
+	if cp > 0 {
+		v, err := rt.s.opts.State.StorageVersion(ctx, rt.key)
+		if err != nil {
+			return 0, fmt.Errorf("projection %s: read cached state: %w", rt.key, err)
+		}
+		if v == 0 {
+			rt.s.log.Info("projection: cached state lost; rebuilding from the first fact", "state_key", rt.key, "checkpoint", cp)
+			if err := st.SetCheckpoint(ctx, rt.consumerName(), 0); err != nil {
+				return 0, err
+			}
+			cp = 0
+		}
+	}
+	return cp, m.Mark(ctx, rt.key)
 }
 
 // dropped tells the runtime that the shared tail no longer feeds it.

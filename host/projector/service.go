@@ -22,6 +22,11 @@ type Options struct {
 	// State holds materialized projections: Redis (projection.RedisState)
 	// or in process (projection.MemoryState).
 	State projection.CachedState
+	// Marker records which cached states were built from the first fact,
+	// so that state lost behind a checkpoint is rebuilt (see Marker). It
+	// must live where State does: a RedisMarker on State's Redis. Default:
+	// in process, right for in-process state.
+	Marker Marker
 	// EntityTypes lists the declared entity types, sorted; a projection's
 	// source must be one of them. Nil accepts any source.
 	EntityTypes func() []string
@@ -91,6 +96,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.State == nil {
 		return nil, errors.New("projector: a cached state is required")
+	}
+	if opts.Marker == nil {
+		opts.Marker = NewMemoryMarker()
 	}
 	if opts.SyncInterval <= 0 {
 		opts.SyncInterval = time.Second
@@ -408,6 +416,9 @@ func (s *Service) retire(ctx context.Context, rts ...*runtime) {
 		}
 		if err := s.opts.Store.DeleteCheckpoint(dctx, rt.consumerName()); err != nil {
 			s.log.Warn("projection: delete retired checkpoint", "consumer", rt.consumerName(), "err", err)
+		}
+		if err := s.opts.Marker.Unmark(dctx, rt.key); err != nil {
+			s.log.Warn("projection: delete retired marker", "state_key", rt.key, "err", err)
 		}
 		cancel()
 		if s.opts.Metrics != nil {
