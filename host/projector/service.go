@@ -379,13 +379,17 @@ func (s *Service) apply(ctx context.Context, c *store.Config) *tracked {
 		s.log.Error("projection: cannot build the engine", "tenant", c.TenantID, "config_id", c.ID, "version", c.Version, "err", err)
 		return t
 	}
+	if restart != nil {
+		// Same state, so the same readiness, before the runtime is
+		// published: a query in between must not see it "not ready".
+		rt.inheritReady(restart)
+	}
 	t.current = rt
 	runCtx := s.ctx
 	s.mu.Unlock()
 
 	if restart != nil {
 		restart.halt()
-		rt.inheritReady(restart)
 	}
 	s.retire(ctx, retire...)
 	rt.start(runCtx)
