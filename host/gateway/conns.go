@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -92,14 +93,30 @@ func (c *trackedConn) SetReadDeadline(t time.Time) error {
 	if !c.pending && !c.drainBy.IsZero() && (t.IsZero() || t.After(c.drainBy)) {
 		t = c.drainBy
 	}
-	return c.Conn.SetReadDeadline(t)
+	return ignoreClosed(c.Conn.SetReadDeadline(t))
+}
+
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	return ignoreClosed(c.Conn.SetWriteDeadline(t))
 }
 
 func (c *trackedConn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
-	return c.Conn.SetWriteDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+// ignoreClosed drops the error of a deadline set on a connection that is
+// already closed (a shutdown closes silent connections from another
+// goroutine): fasthttp panics on any deadline error, while the read or
+// write that follows fails with the same cause and ends the connection
+// as a plain network error.
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // Close closes the connection, except during a shutdown: fasthttp's
