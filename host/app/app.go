@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/gateway"
@@ -33,6 +34,7 @@ import (
 	"github.com/factline/factline/host/store/sqlite"
 	"github.com/factline/factline/host/stream"
 	"github.com/factline/factline/host/subscription"
+	"github.com/factline/factline/host/tracing"
 	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/host/webhook"
 	factlineplugins "github.com/factline/factline/plugins"
@@ -98,6 +100,9 @@ type Config struct {
 	// Pprof) on a listener of its own instead of the API address.
 	MetricsAddr string
 	Pprof       bool
+	// TracerProvider traces requests and the work their facts cause; nil:
+	// built from the OTEL_* environment (off unless it asks for OTLP).
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) defaults() {
@@ -208,6 +213,21 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			a.Close()
 		}
 	}()
+	if a.cfg.TracerProvider == nil {
+		tp, shutdown, err := tracing.FromEnv(ctx, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		a.cfg.TracerProvider = tp
+		a.closers = append(a.closers, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				cfg.Logger.Warn("flush traces", "err", err)
+			}
+		})
+	}
+	cfg = a.cfg
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if a.Stream, err = stream.NewMetrics(a.Registry); err != nil {
 		return nil, err
@@ -242,7 +262,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("webhook allow list: %w", err)
 	}
 	a.Webhooks, err = webhook.New(webhook.Options{Store: st, Platform: a.Platform, Logger: cfg.Logger,
-		SecretKey: cfg.SecretKey, DataDir: cfg.DataDir, AllowNetworks: allow, TLSConfig: cfg.WebhookTLS, StreamMetrics: a.Stream})
+		SecretKey: cfg.SecretKey, DataDir: cfg.DataDir, AllowNetworks: allow, TLSConfig: cfg.WebhookTLS, StreamMetrics: a.Stream,
+		TracerProvider: cfg.TracerProvider})
 	if err != nil {
 		return nil, err
 	}
@@ -262,14 +283,15 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// finds revoked is refused by the API at once too.
 	authn := auth.NewAuthenticator(st)
 	a.Server, err = gateway.New(gateway.Config{BodyLimit: cfg.BodyLimit, DocsURL: cfg.DocsURL, Version: Version, NoMetrics: cfg.MetricsAddr != ""}, gateway.Deps{
-		Platform:    a.Platform,
-		Auth:        authn,
-		Logger:      cfg.Logger,
-		Registry:    a.Registry,
-		Limiter:     limiter,
-		Projections: a.Projections,
-		Routes:      gw,
-		Checks:      []gateway.HealthCheck{limiterParts.check, pluginCheck},
+		Platform:       a.Platform,
+		Auth:           authn,
+		Logger:         cfg.Logger,
+		Registry:       a.Registry,
+		Limiter:        limiter,
+		Projections:    a.Projections,
+		Routes:         gw,
+		TracerProvider: cfg.TracerProvider,
+		Checks:         []gateway.HealthCheck{limiterParts.check, pluginCheck},
 		// The domain model is loaded before the server exists; the
 		// plugins load in the background.
 		Ready: func() error {

@@ -41,11 +41,12 @@ func (a *App) newProjector(_ context.Context) (*projector.Service, error) {
 		state = projection.NewMemoryState().WithPrefix(projectionStatePrefix)
 	}
 	return projector.New(projector.Options{
-		Store:       a.Store,
-		State:       state,
-		Marker:      marker,
-		EntityTypes: func() []string { return a.Platform.Domain().EntityTypeNames() },
-		Logger:      a.cfg.Logger,
-		Metrics:     a.Stream,
+		Store:          a.Store,
+		State:          state,
+		Marker:         marker,
+		EntityTypes:    func() []string { return a.Platform.Domain().EntityTypeNames() },
+		Logger:         a.cfg.Logger,
+		TracerProvider: a.cfg.TracerProvider,
+		Metrics:        a.Stream,
 	})
 }

@@ -56,7 +56,7 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 		Timestamp: in.integer("timestamp"),
 		SourceID:  in.str("source_id"),
 		Data:      in.object("data"),
-		TraceID:   requestID(c),
+		TraceID:   traceID(c),
 	}
 	if err := in.err(); err != nil {
 		return err

@@ -146,7 +146,7 @@ func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpe
 		input = mustMarshal(m)
 	}
 	run := func() (int, any, error) {
-		out, err := s.platform.RunCommand(ctx(c), tenant(c), entityID, cmd.Name, input, platform.Provenance{TraceID: requestID(c)})
+		out, err := s.platform.RunCommand(ctx(c), tenant(c), entityID, cmd.Name, input, platform.Provenance{TraceID: traceID(c)})
 		if err != nil {
 			return 0, nil, err
 		}

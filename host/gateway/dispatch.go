@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/ratelimit"
+	"github.com/factline/factline/host/tracing"
 )
 
 const localRoutePattern = "factline.route"
@@ -96,7 +99,15 @@ func (s *Server) limit(c *fiber.Ctx, r *manifest.Route) error {
 			key += ":ip:" + c.IP()
 		}
 	}
-	d, err := s.limiter.Allow(ctx(c), key, r.RateLimit.RPM)
+	lctx, span := tracing.Start(ctx(c), s.tracer, "ratelimit.allow")
+	d, err := s.limiter.Allow(lctx, key, r.RateLimit.RPM)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("ratelimit.key", key), attribute.Bool("ratelimit.allowed", err == nil && d.Allowed))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 	if err != nil {
 		return problem.Wrap(problem.Unavailable, "Rate limiting is temporarily unavailable", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"runtime/debug"
 	"strconv"
@@ -13,17 +14,25 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/tracing"
 )
 
 // Locals keys.
 const (
 	localRequestID = "factline.request_id"
 	localPrincipal = "factline.principal"
+	localTraceID   = "factline.trace_id"
 )
+
+// HeaderTraceparent is the W3C trace context header.
+const HeaderTraceparent = "traceparent"
 
 // HeaderRequestID carries the request id both ways.
 const HeaderRequestID = "X-Request-Id"
@@ -98,6 +107,10 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 	}
 	ctx := newRequestContext(timeout)
 	defer ctx.cancel()
+	var span trace.Span
+	if tp := c.Request().Header.Peek(HeaderTraceparent); len(tp) > 0 || s.tracer != nil {
+		span = s.startSpan(c, ctx, string(tp))
+	}
 	c.SetUserContext(ctx)
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()
@@ -130,6 +143,9 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 	elapsed := end.Sub(start)
 	s.metrics.requests.WithLabelValues(method, route, statusLabel(status)).Inc()
 	s.metrics.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
+	if span != nil {
+		endSpan(c, span, method, route, status, err)
+	}
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError
@@ -210,6 +226,49 @@ func routeLabel(c *fiber.Ctx) string {
 		return "unmatched"
 	}
 	return r.Path
+}
+
+// startSpan notes the W3C trace id of traceparent, when valid, as the
+// request's trace id and, with tracing on, starts the request's span as
+// its child (a root span without one) and puts it in ctx.
+func (s *Server) startSpan(c *fiber.Ctx, ctx *requestContext, traceparent string) trace.Span {
+	if tid := tracing.IncomingTraceID(traceparent); tid != "" {
+		c.Locals(localTraceID, tid)
+	}
+	if s.tracer == nil {
+		return nil
+	}
+	// Named by route once routed; the method alone until then.
+	sctx, span := s.tracer.Start(tracing.Extract(context.Background(), traceparent), methodLabel(c.Method()),
+		trace.WithSpanKind(trace.SpanKindServer))
+	ctx.values = sctx
+	return span
+}
+
+func endSpan(c *fiber.Ctx, span trace.Span, method, route string, status int, err error) {
+	span.SetName(method + " " + route)
+	span.SetAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route),
+		attribute.Int("http.response.status_code", status))
+	if p := principal(c); p != nil {
+		span.SetAttributes(attribute.String("factline.tenant", p.TenantID))
+	}
+	if status >= 500 {
+		msg := http.StatusText(status)
+		if err != nil {
+			msg = err.Error()
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
+}
+
+// traceID is the trace id the request's facts record: the W3C trace id of
+// its traceparent, else (the contract's default) the request id.
+func traceID(c *fiber.Ctx) string {
+	if v, ok := c.Locals(localTraceID).(string); ok {
+		return v
+	}
+	return requestID(c)
 }
 
 func requestID(c *fiber.Ctx) string {

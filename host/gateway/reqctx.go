@@ -16,6 +16,9 @@ import (
 // context.AfterFunc) hook onto it without a goroutine each.
 type requestContext struct {
 	deadline time.Time
+	// values, when set, answers Value: it carries the request's span
+	// when tracing is on.
+	values context.Context
 
 	mu     sync.Mutex
 	done   chan struct{} // made by the first Done or AfterFunc
@@ -38,8 +41,14 @@ func newRequestContext(timeout time.Duration) *requestContext {
 // Deadline implements context.Context.
 func (c *requestContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// Value implements context.Context; the context carries no values.
-func (c *requestContext) Value(any) any { return nil }
+// Value implements context.Context; the context carries only the values
+// of c.values (the request's span), if any.
+func (c *requestContext) Value(key any) any {
+	if c.values == nil {
+		return nil
+	}
+	return c.values.Value(key)
+}
 
 // Done implements context.Context.
 func (c *requestContext) Done() <-chan struct{} {

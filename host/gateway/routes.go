@@ -258,7 +258,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 		return err
 	}
 	if fi.TraceID == "" {
-		fi.TraceID = requestID(c)
+		fi.TraceID = traceID(c)
 	}
 	return s.idempotent(c, "POST /v1/facts", raw, func() (int, any, error) {
 		f, err := s.platform.AppendFact(ctx(c), tenant(c), fi)

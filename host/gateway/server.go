@@ -11,11 +11,13 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/idempotency"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/platform"
+	"github.com/factline/factline/host/tracing"
 )
 
 // Config configures the HTTP server.
@@ -61,6 +63,8 @@ type Deps struct {
 	// Routes is the gateway manifest to serve; nil serves the platform API
 	// alone. SetRoutes swaps it later.
 	Routes *manifest.Gateway
+	// TracerProvider traces requests; nil or the no-op provider: off.
+	TracerProvider trace.TracerProvider
 }
 
 // HealthCheck is one named dependency check shown by /health.
@@ -89,6 +93,7 @@ type Server struct {
 	started  time.Time
 
 	limiter     RateLimiter
+	tracer      trace.Tracer // nil when tracing is off
 	projections Projections
 	table       atomic.Pointer[routeTable]
 	// methods are the methods fiber routes; guard answers any other.
@@ -135,6 +140,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 		silentGrace: silentConnGrace,
 		limiter:     deps.Limiter,
+		tracer:      tracing.Tracer(deps.TracerProvider),
 		projections: deps.Projections,
 	}
 	s.SetRoutes(deps.Routes)

@@ -12,6 +12,7 @@ import (
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/tracing"
 )
 
 // Page size bounds of every listing.
@@ -115,7 +116,10 @@ func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType st
 	)
 	if s.cache != nil {
 		e, err = s.cache.Get(ctx, tenant, entityID, func(ctx context.Context) (*store.Entity, error) {
-			return s.store.GetEntity(ctx, tenant, entityID)
+			ctx, span := tracing.Child(ctx, "store.get_entity")
+			e, err := s.store.GetEntity(ctx, tenant, entityID)
+			endStore(span, err)
+			return e, err
 		})
 		err = loadErr(entityID, err)
 	} else {
@@ -136,7 +140,9 @@ func (s *Service) LoadEntity(ctx context.Context, tenant, entityID string) (*sto
 }
 
 func (s *Service) loadEntity(ctx context.Context, tenant, entityID string) (*store.Entity, error) {
+	ctx, span := tracing.Child(ctx, "store.get_entity")
 	e, err := s.store.GetEntity(ctx, tenant, entityID)
+	endStore(span, err)
 	if err != nil {
 		return nil, loadErr(entityID, err)
 	}
@@ -294,7 +300,9 @@ func (s *Service) ListEntities(ctx context.Context, tenant string, in ListEntiti
 	if len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
-	rows, err := s.store.ListEntities(ctx, f)
+	lctx, span := tracing.Child(ctx, "store.list_entities")
+	rows, err := s.store.ListEntities(lctx, f)
+	endStore(span, err)
 	if err != nil {
 		return nil, storeErr("list entities", err)
 	}

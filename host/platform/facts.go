@@ -9,11 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/tracing"
 )
 
 var factTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -158,7 +162,19 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 		if err != nil {
 			return nil, nil, err
 		}
-		results, err := s.appender.append(ctx, items)
+		actx, span := tracing.Child(ctx, "store.append_commit")
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("factline.facts", len(items)), attribute.String("factline.entity_id", e.ID))
+		}
+		results, err := s.appender.append(actx, items)
+		if serr := err; span.IsRecording() {
+			if serr == nil && len(results) > 0 {
+				if serr = results[0].Err; serr == nil {
+					span.SetAttributes(attribute.String("factline.fact_id", results[0].Fact.ID))
+				}
+			}
+			endStore(span, serr)
+		}
 		s.changed(tenant, e.ID)
 		if err != nil {
 			return nil, nil, storeErr("append facts", err)
@@ -294,7 +310,9 @@ func decideErr(err error) error {
 
 // GetFact returns a fact of the tenant.
 func (s *Service) GetFact(ctx context.Context, tenant, factID string) (*store.Fact, error) {
+	ctx, span := tracing.Child(ctx, "store.get_fact")
 	f, err := s.store.GetFact(ctx, tenant, factID)
+	endStore(span, err)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, problem.Newf(problem.NotFound, "Fact %s not found", factID)
 	}
@@ -393,7 +411,9 @@ func (s *Service) ListFacts(ctx context.Context, tenant string, in ListFactsInpu
 	if len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
-	rows, err := s.store.ListFacts(ctx, f)
+	lctx, span := tracing.Child(ctx, "store.list_facts")
+	rows, err := s.store.ListFacts(lctx, f)
+	endStore(span, err)
 	if err != nil {
 		return nil, storeErr("list facts", err)
 	}
@@ -422,4 +442,13 @@ func parseFactTime(v string) (int64, error) {
 		return 0, errors.New("must be milliseconds since the epoch or an RFC 3339 time")
 	}
 	return t.UnixMilli(), nil
+}
+
+// endStore ends a store call's span; a row not found is an answer, not a
+// failure of the call.
+func endStore(span trace.Span, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		err = nil
+	}
+	tracing.End(span, err)
 }

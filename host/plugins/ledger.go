@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/problem"
+	"github.com/factline/factline/host/tracing"
 	"github.com/factline/factline/host/wasm"
 	"github.com/factline/factline/sdk/abi"
 )
@@ -139,6 +142,10 @@ func (l *pluginLedger) Decide(ctx context.Context, state json.RawMessage, cmd le
 		}
 		return l.fallback.Decide(ctx, state, cmd)
 	}
+	ctx, span := tracing.Child(ctx, "plugin.decide")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("factline.plugin", l.name), attribute.String("factline.command", cmd.Name))
+	}
 	res, err := p.Decide(ctx, abi.DecideInput{
 		Command: cmd.Name,
 		Entity:  abi.EntityRef{ID: cmd.EntityID, Type: cmd.EntityType, TenantID: cmd.TenantID, Version: cmd.EntityVersion},
@@ -146,6 +153,7 @@ func (l *pluginLedger) Decide(ctx context.Context, state json.RawMessage, cmd le
 		Input:   nullIfEmpty(cmd.Input),
 		Now:     cmd.Now,
 	})
+	tracing.End(span, err)
 	if err != nil {
 		return ledger.Decision{}, callErr(l.name, err)
 	}
@@ -168,7 +176,12 @@ func (l *pluginLedger) Evolve(ctx context.Context, state json.RawMessage, fact j
 	if err := json.Unmarshal(fact, &f); err != nil {
 		return nil, fmt.Errorf("plugins: decode fact for evolve: %w", err)
 	}
+	ctx, span := tracing.Child(ctx, "plugin.evolve")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("factline.plugin", l.name))
+	}
 	next, err := p.Evolve(ctx, abi.EvolveInput{State: nullIfEmpty(state), Fact: f})
+	tracing.End(span, err)
 	if err != nil {
 		return nil, callErr(l.name, err)
 	}

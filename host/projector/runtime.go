@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/factline/factline/host/projection"
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/stream"
+	"github.com/factline/factline/host/tracing"
 )
 
 // runtime is one config version at work: its engine, and the stream
@@ -241,6 +244,7 @@ func (rt *runtime) checkReady() {
 // already recorded changes nothing, so a replayed batch is harmless.
 func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) {
 	batch := make([]projection.Fact, 0, len(facts))
+	var spans []func(error) // one per fact that continues a trace, when tracing is on
 	for i := range facts {
 		f := &facts[i]
 		if f.TenantID != rt.tenant || f.EntityType != rt.source || !rt.types[f.Type] {
@@ -254,9 +258,17 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) 
 			continue
 		}
 		batch = append(batch, pf)
+		if rt.s.tracer != nil {
+			spans = append(spans, tracing.FactSpans(ctx, rt.s.tracer, "projection.update", facts[i:i+1],
+				attribute.String("factline.projection", rt.key)))
+		}
 	}
 	if len(batch) > 0 {
-		if _, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key}); err != nil {
+		_, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key})
+		for _, end := range spans {
+			end(err)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("projection %s: %w", rt.key, err)
 		}
 	}

@@ -10,10 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/factline/factline/host/id"
 	"github.com/factline/factline/host/projection"
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/stream"
+	"github.com/factline/factline/host/tracing"
 )
 
 // Options configure a Service.
@@ -53,13 +56,17 @@ type Options struct {
 	Metrics   *stream.Metrics
 	// Now is the engines' clock (default time.Now).
 	Now func() time.Time
+	// TracerProvider traces projection updates; nil or the no-op
+	// provider: off.
+	TracerProvider trace.TracerProvider
 }
 
 // Service runs every tenant's projections. Create it with New, register its
 // config check with RegisterConfigType, then Start; Stop ends it.
 type Service struct {
-	opts Options
-	log  *slog.Logger
+	opts   Options
+	log    *slog.Logger
+	tracer trace.Tracer // nil when tracing is off
 
 	// tail reads the stream once for every runtime that has caught up.
 	tail *tail
@@ -125,7 +132,7 @@ func New(opts Options) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{opts: opts, log: log, tracked: map[ref]*tracked{}, bad: map[string]bool{}, doomed: map[*runtime]time.Time{}}
+	s := &Service{opts: opts, log: log, tracer: tracing.Tracer(opts.TracerProvider), tracked: map[ref]*tracked{}, bad: map[string]bool{}, doomed: map[*runtime]time.Time{}}
 	s.tail = newTail(s)
 	return s, nil
 }

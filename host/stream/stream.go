@@ -24,8 +24,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/tracing"
 )
 
 // Handler processes facts in position order. Returning an error retries
@@ -50,6 +53,9 @@ type Consumer struct {
 	// several consumers at once uses it to take over a consumer that has
 	// caught up with it.
 	CaughtUp func(ctx context.Context, pos int64) bool
+	// Tracer, when set, gives each handled fact that carries a W3C trace
+	// id a span continuing its trace (see tracing.FactSpans).
+	Tracer trace.Tracer
 }
 
 // Metrics are the stream gauges, shared by all consumers of a process.
@@ -195,7 +201,10 @@ func (c *Consumer) step(ctx context.Context, pos *int64) (int, error) {
 	if err := Continues(facts, *pos); err != nil {
 		return 0, err
 	}
-	if err := c.Handler(ctx, facts); err != nil {
+	end := tracing.FactSpans(ctx, c.Tracer, "stream.consume", facts, attribute.String("factline.consumer", c.Name))
+	err = c.Handler(ctx, facts)
+	end(err)
+	if err != nil {
 		return 0, fmt.Errorf("handler: %w", err)
 	}
 	next := facts[len(facts)-1].Position

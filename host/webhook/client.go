@@ -150,6 +150,9 @@ type deliveryRequest struct {
 	headers    map[string]string
 	standard   bool
 	timeout    time.Duration
+	// traceparent continues the trace of the fact that caused the
+	// delivery; "" when it has none.
+	traceparent string
 }
 
 // header builds the request headers: the config's custom headers, then the
@@ -166,6 +169,9 @@ func (d *deliveryRequest) header() http.Header {
 	h.Set(HeaderDeliveryID, d.deliveryID)
 	h.Set(HeaderConfigVersion, strconv.FormatInt(d.version, 10))
 	h.Set(HeaderAttempt, strconv.Itoa(d.attempt))
+	if d.traceparent != "" {
+		h["Traceparent"] = []string{d.traceparent}
+	}
 	if d.standard {
 		h[HeaderStandardID] = []string{d.deliveryID}
 		h[HeaderStandardTimestamp] = []string{strconv.FormatInt(d.timestamp, 10)}

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/stream"
+	"github.com/factline/factline/host/tracing"
 )
 
 // ConfigType is the platform config type of webhook configs.
@@ -79,6 +81,9 @@ type Options struct {
 	NoDelivery bool
 	// StreamMetrics are passed to the stream consumer.
 	StreamMetrics *stream.Metrics
+	// TracerProvider traces deliveries and the matcher's stream batches;
+	// nil or the no-op provider: off.
+	TracerProvider trace.TracerProvider
 }
 
 // Service matches facts to webhook configs, delivers, retries, audits and
@@ -96,6 +101,7 @@ type Service struct {
 	runID    string
 	platform *platform.Service
 
+	tracer  trace.Tracer // nil when tracing is off
 	matcher *matcher
 	bg      runner
 	dl      *deliverer
@@ -150,6 +156,7 @@ func New(opts Options) (*Service, error) {
 		st:       opts.Store,
 		log:      opts.Logger.With("component", "webhook"),
 		clock:    opts.Clock,
+		tracer:   tracing.Tracer(opts.TracerProvider),
 		secrets:  secrets,
 		client:   newHTTPClient(addressPolicy{allow: opts.AllowNetworks}, opts.TLSConfig, opts.EndpointConcurrency),
 		metrics:  newMetrics(),
@@ -189,7 +196,7 @@ func (s *Service) Start(ctx context.Context) error {
 	var tasks []func(context.Context)
 	if !s.opts.NoMatcher {
 		c := &stream.Consumer{Name: ConsumerName, Store: s.st, Handler: s.matcher.handle, BatchSize: 256,
-			Logger: s.log, Metrics: s.opts.StreamMetrics}
+			Logger: s.log, Metrics: s.opts.StreamMetrics, Tracer: s.tracer}
 		tasks = append(tasks, func(ctx context.Context) {
 			if err := c.Run(ctx); err != nil {
 				s.log.Error("webhook matcher stopped", "err", err)

@@ -11,7 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/host/tracing"
 )
 
 // commitBatch bounds the outcomes recorded in one transaction.
@@ -317,7 +322,17 @@ func (d *deliverer) process(c store.OutboxClaim, token string, sem chan struct{}
 	req := &deliveryRequest{url: msg.URL, body: c.Payload, secret: secret, deliveryID: c.DeliveryID, timestamp: c.SigTimestamp,
 		version: c.ConfigVersion, attempt: c.Attempt, headers: msg.Headers, standard: msg.StandardWebhooks,
 		timeout: time.Duration(c.TimeoutSeconds) * time.Second}
+	sctx, span := tracing.Start(tracing.FactContext(d.hardCtx, msg.TraceID), d.s.tracer, "webhook.deliver", trace.WithSpanKind(trace.SpanKindClient))
+	req.traceparent = tracing.Traceparent(sctx, msg.TraceID)
 	r = send(d.s.client, d.hardCtx, req, d.s.clock.Now)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("factline.delivery_id", c.DeliveryID), attribute.String("factline.tenant", c.TenantID),
+			attribute.Int("factline.attempt", c.Attempt), attribute.Int("http.response.status_code", r.status))
+		if !r.success() {
+			span.SetStatus(codes.Error, r.errType)
+		}
+	}
+	span.End()
 	<-sem
 	if r.aborted {
 		return false
