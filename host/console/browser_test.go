@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/factline/factline/host/app"
@@ -159,7 +161,7 @@ func TestBrowser(t *testing.T) {
 		var nav, body string
 		run(t, signIn(acmeLive), chromedp.WaitVisible("#webhooks", chromedp.ByID), text("nav", &nav), shot("webhooks-portal"),
 			chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible("#problem", chromedp.ByID), text("main", &body))
-		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") || strings.Contains(nav, "Deliveries") {
+		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Deliveries") {
 			t.Errorf("live key nav %q", nav)
 		}
 		if !strings.Contains(body, "403") {
@@ -231,6 +233,46 @@ func TestBrowser(t *testing.T) {
 		if len(attempts) != 2 || !strings.Contains(attempts[0], "attempt 1: 500") || !strings.Contains(attempts[1], "attempt 1: 200") ||
 			!strings.Contains(attempts[0], "MAX_RETRIES_EXCEEDED") || !strings.Contains(attempts[1], " ms") {
 			t.Errorf("the delivery's timeline %q, want a 500 with its error code then, after the replay, a 200 with its response time", attempts)
+		}
+	})
+
+	t.Run("LiveKeySeesDeliveriesButCannotWrite", func(t *testing.T) {
+		// The deliveries of the tenant so far, as its admin reads them.
+		want := map[string]bool{}
+		for _, it := range apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/deliveries?limit=200", nil)["items"].([]any) {
+			want[it.(map[string]any)["delivery_id"].(string)] = true
+		}
+		if len(want) == 0 {
+			t.Fatal("no deliveries to see")
+		}
+		var listed []string
+		var help, buttons string
+		var status float64
+		run(t, signIn(acmeLive), chromedp.Navigate(base+"/console/deliveries"), chromedp.WaitVisible("#deliveries tr[data-delivery]", chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#deliveries tr[data-delivery]")].map(tr => tr.dataset.delivery)`, &listed), shot("portal-deliveries"),
+			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible("#signature-help", chromedp.ByID), text("#signature-help", &help),
+			shot("portal-signatures"),
+			chromedp.Evaluate(`[...document.querySelectorAll("button")].map(b => b.textContent).join("|")`, &buttons),
+			// A write the page offers no button for, sent with the session's CSRF token.
+			chromedp.Evaluate(`fetch("/console/dead-letters/`+firstKey(want)+`/replay", {method: "POST",
+				headers: {"X-CSRF-Token": document.querySelector('input[name="csrf"]').value}}).then(r => r.status)`, &status,
+				func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+		if len(listed) != len(want) {
+			t.Errorf("the live key lists %d deliveries, the tenant has %d", len(listed), len(want))
+		}
+		for _, id := range listed {
+			if !want[id] {
+				t.Errorf("the live key lists %s, not a delivery of its tenant", id)
+			}
+		}
+		if !strings.Contains(help, "X-Svc-Signature") || !strings.Contains(help, "webhookverify") || !strings.Contains(help, "openssl") {
+			t.Errorf("signature help %q", help)
+		}
+		if strings.Contains(buttons, "Replay") || strings.Contains(buttons, "Rotate") || strings.Contains(buttons, "Resume") {
+			t.Errorf("the live key's pages offer %q", buttons)
+		}
+		if status != http.StatusForbidden {
+			t.Errorf("the live key's replay through the console answered %v, want 403", status)
 		}
 	})
 
@@ -344,6 +386,12 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("after sign out, /console/webhooks landed on %q", loc)
 		}
 	})
+}
+
+// firstKey is the smallest key of a set.
+func firstKey(m map[string]bool) string {
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[0]
 }
 
 // ledgerVersions builds the test ledger guest as 1.0.0 and 2.0.0 and

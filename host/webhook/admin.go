@@ -22,7 +22,16 @@ import (
 //	POST /v1/admin/webhooks/dead-letters/:delivery_id/replay  replay a dead delivery (200)
 //	GET  /v1/admin/webhooks/deliveries                     list deliveries (200; status, config_id, from, to, limit, cursor)
 //	GET  /v1/admin/webhooks/deliveries/:delivery_id        one delivery's state (200)
-const adminPrefix = "/v1/admin/webhooks"
+//
+// and read-only ones any key of the tenant may call (the endpoint-owner
+// portal of live and test keys; /v1/admin/* stays admin-only):
+//
+//	GET  /v1/webhooks/deliveries                           as the admin listing
+//	GET  /v1/webhooks/deliveries/:delivery_id              as the admin read
+const (
+	adminPrefix = "/v1/admin/webhooks"
+	readPrefix  = "/v1/webhooks"
+)
 
 // Mount adds the admin endpoints to the gateway.
 func (s *Service) Mount(srv *gateway.Server) {
@@ -33,6 +42,9 @@ func (s *Service) Mount(srv *gateway.Server) {
 	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/:delivery_id/replay", gateway.AdminKey, s.handleReplay)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries", gateway.AdminKey, s.handleDeliveries)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries/:delivery_id", gateway.AdminKey, s.handleDelivery)
+	// The same handlers: reading a tenant's deliveries is no admin act.
+	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries", gateway.AnyKey, s.handleDeliveries)
+	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries/:delivery_id", gateway.AnyKey, s.handleDelivery)
 }
 
 // param copies a path parameter (fiber reuses request memory).
