@@ -276,6 +276,38 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("TenantAdminReplaysAllDeadLettersAfterConfirming", func(t *testing.T) {
+		rc.setDown(true)
+		cfg, _ := webhookConfig(t, base, acmeAdmin, rc.url("/down"), "note.down")
+		for i := range 3 {
+			emit(t, base, acmeAdmin, fmt.Sprintf("contact-down-%d", i), "note", "down")
+		}
+		var ids []string
+		waitFor(t, "three dead letters", func() bool {
+			ids = ids[:0]
+			for _, it := range apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/dead-letters?config_id="+cfg, nil)["items"].([]any) {
+				ids = append(ids, it.(map[string]any)["delivery_id"].(string))
+			}
+			return len(ids) == 3
+		})
+		rc.setDown(false)
+		var count, notice string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible("#replay-all", chromedp.ByID),
+			chromedp.Click("#replay-all", chromedp.ByID), chromedp.WaitVisible("#confirm-replay-all", chromedp.ByID),
+			text("#replay-count", &count), shot("dead-letters-replay-all"),
+			chromedp.Click("#confirm-replay-all", chromedp.ByID), chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice))
+		// Dead letters of earlier subtests may be replayed too; these three must be.
+		if !strings.Contains(count, "Replay") || !strings.Contains(notice, "dead letters replayed") {
+			t.Errorf("confirmation %q, notice %q", count, notice)
+		}
+		for _, id := range ids {
+			waitFor(t, "the replayed delivery "+id+" at the receiver", func() bool { return rc.arrivals(id) == 2 })
+			waitFor(t, "the delivery "+id+" sent", func() bool {
+				return apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/deliveries/"+id, nil)["status"] == "sent"
+			})
+		}
+	})
+
 	t.Run("TenantAdminRotatesSecret", func(t *testing.T) {
 		cfg, old := webhookConfig(t, base, acmeAdmin, rc.url("/rotate"), "note.rotated")
 		row := `tr[data-config="` + cfg + `"]`
@@ -415,10 +447,11 @@ func ledgerVersions(t *testing.T) (v1, v2, cacheDir string) {
 // receiver is a loopback HTTPS endpoint that fails the first request of
 // each path and accepts the rest, counting arrivals by delivery id.
 type receiver struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	ids map[string]int
-	hit map[string]bool
+	down bool
+	srv  *httptest.Server
+	mu   sync.Mutex
+	ids  map[string]int
+	hit  map[string]bool
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -429,13 +462,21 @@ func newReceiver(t *testing.T) *receiver {
 		rc.ids[r.Header.Get("X-Svc-Delivery-Id")]++
 		first := !rc.hit[r.URL.Path]
 		rc.hit[r.URL.Path] = true
+		down := rc.down && strings.HasPrefix(r.URL.Path, "/down")
 		rc.mu.Unlock()
-		if first {
+		if first || down {
 			http.Error(w, "not yet", http.StatusInternalServerError)
 		}
 	}))
 	t.Cleanup(rc.srv.Close)
 	return rc
+}
+
+// setDown makes paths under /down answer 500 (or no longer).
+func (rc *receiver) setDown(down bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.down = down
 }
 
 func (rc *receiver) url(path string) string { return rc.srv.URL + path }

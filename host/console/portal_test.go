@@ -150,3 +150,32 @@ func TestSignatureHelpShellRecipeVerifies(t *testing.T) {
 		}
 	}
 }
+
+// Bulk replay asks first: the confirmation counts the dead letters, a
+// post without the confirmation replays nothing, the confirmed one
+// replays them all through the API; a live key gets the API's 403.
+func TestBulkReplayNeedsConfirmation(t *testing.T) {
+	a := setup(t, app.Config{})
+	addDeliveries(t, a.Store, "acme", 9) // dead: 0, 3, 6
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	live, _ := newKey(t, a, "acme", auth.ModeLive)
+	cookie, csrf := signIn(t, a, admin)
+	dead := func() int {
+		return len(apiDo(t, a, admin, "GET", "/v1/admin/webhooks/deliveries?status=dead", nil)["items"].([]any))
+	}
+	page := read(t, do(t, a, "GET", "/console/dead-letters/replay-all", cookie, nil))
+	if !strings.Contains(page, "Replay <b>3</b> dead letters") || !strings.Contains(page, `id="confirm-replay-all"`) {
+		t.Fatalf("confirmation page:\n%s", page)
+	}
+	if resp := do(t, a, "POST", "/console/dead-letters/replay-all", cookie, url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusBadRequest || dead() != 3 {
+		t.Fatalf("unconfirmed bulk replay: %d, %d dead left", resp.StatusCode, dead())
+	}
+	resp := do(t, a, "POST", "/console/dead-letters/replay-all", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "3+dead+letters+replayed") || dead() != 0 {
+		t.Fatalf("confirmed bulk replay: %d %s, %d dead left", resp.StatusCode, loc, dead())
+	}
+	lc, lcsrf := signIn(t, a, live)
+	if resp := do(t, a, "POST", "/console/dead-letters/replay-all", lc, url.Values{"csrf": {lcsrf}, "confirm": {"yes"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("live key's bulk replay: %d, want 403", resp.StatusCode)
+	}
+}

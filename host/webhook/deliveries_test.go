@@ -210,3 +210,55 @@ func TestLiveAndTestKeysReadTheirTenantsDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkReplayReplaysEveryDeadLetter: POST /v1/admin/webhooks/dead-letters/replay
+// puts back every dead delivery of the key's tenant (of one config when
+// the body names it), each as the one-by-one replay does, and nothing of
+// another tenant; live keys get 403 and a bad body 400.
+func TestBulkReplayReplaysEveryDeadLetter(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t, backend, nil)
+			a := newAPI(t, e)
+			ids := addDeliveries(t, e.st, tenantA, 12) // dead: 0 (cfg_0), 5 (cfg_1), 10 (cfg_0)
+			other := addDeliveries(t, e.st, "tenant-b", 6)
+			replayed := func(r apiResponse) []string {
+				var out []string
+				for _, it := range r.data()["replayed"].([]any) {
+					m := it.(map[string]any)
+					if m["status"] != "pending" || m["attempt"] != float64(1) || m["replay_fact_id"] == "" {
+						t.Errorf("replayed item %v", m)
+					}
+					out = append(out, m["delivery_id"].(string))
+				}
+				return out
+			}
+			if r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.live, nil); r.status != 403 {
+				t.Errorf("live key: %d", r.status)
+			}
+			if r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, map[string]any{"config_id": 7}); r.status != 400 ||
+				!strings.Contains(string(r.raw), `"field":"config_id"`) {
+				t.Errorf("bad config_id: %d %s", r.status, r.raw)
+			}
+			r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, map[string]any{"config_id": "cfg_0"})
+			if got := replayed(r); r.status != 200 || strings.Join(got, " ") != ids[0]+" "+ids[10] {
+				t.Fatalf("replay of cfg_0: %d %s", r.status, r.raw)
+			}
+			r = a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, nil)
+			if got := replayed(r); r.status != 200 || strings.Join(got, " ") != ids[5] || r.data()["hasMore"] != false {
+				t.Fatalf("replay of the rest: %d %s", r.status, r.raw)
+			}
+			for _, id := range []string{ids[0], ids[5], ids[10]} {
+				if row := e.delivery(id); row.Status != store.OutboxPending || row.Replays != 1 {
+					t.Errorf("%s after the bulk replay: %s, %d replays", id, row.Status, row.Replays)
+				}
+			}
+			if row, err := e.st.GetOutbox(t.Context(), "tenant-b", other[0]); err != nil || row.Status != store.OutboxDead {
+				t.Errorf("another tenant's dead letter: %v %v", row, err)
+			}
+			if r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, nil); r.status != 200 || len(r.data()["replayed"].([]any)) != 0 {
+				t.Errorf("nothing left to replay: %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
