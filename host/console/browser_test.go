@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/factline/factline/host/app"
@@ -159,7 +161,7 @@ func TestBrowser(t *testing.T) {
 		var nav, body string
 		run(t, signIn(acmeLive), chromedp.WaitVisible("#webhooks", chromedp.ByID), text("nav", &nav), shot("webhooks-portal"),
 			chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible("#problem", chromedp.ByID), text("main", &body))
-		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") || strings.Contains(nav, "Deliveries") {
+		if strings.Contains(nav, "Dead letters") || strings.Contains(nav, "Plugins") || !strings.Contains(nav, "Deliveries") {
 			t.Errorf("live key nav %q", nav)
 		}
 		if !strings.Contains(body, "403") {
@@ -231,6 +233,78 @@ func TestBrowser(t *testing.T) {
 		if len(attempts) != 2 || !strings.Contains(attempts[0], "attempt 1: 500") || !strings.Contains(attempts[1], "attempt 1: 200") ||
 			!strings.Contains(attempts[0], "MAX_RETRIES_EXCEEDED") || !strings.Contains(attempts[1], " ms") {
 			t.Errorf("the delivery's timeline %q, want a 500 with its error code then, after the replay, a 200 with its response time", attempts)
+		}
+	})
+
+	t.Run("LiveKeySeesDeliveriesButCannotWrite", func(t *testing.T) {
+		// The deliveries of the tenant so far, as its admin reads them.
+		want := map[string]bool{}
+		for _, it := range apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/deliveries?limit=200", nil)["items"].([]any) {
+			want[it.(map[string]any)["delivery_id"].(string)] = true
+		}
+		if len(want) == 0 {
+			t.Fatal("no deliveries to see")
+		}
+		var listed []string
+		var help, buttons string
+		var status float64
+		run(t, signIn(acmeLive), chromedp.Navigate(base+"/console/deliveries"), chromedp.WaitVisible("#deliveries tr[data-delivery]", chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#deliveries tr[data-delivery]")].map(tr => tr.dataset.delivery)`, &listed), shot("portal-deliveries"),
+			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible("#signature-help", chromedp.ByID), text("#signature-help", &help),
+			shot("portal-signatures"),
+			chromedp.Evaluate(`[...document.querySelectorAll("button")].map(b => b.textContent).join("|")`, &buttons),
+			// A write the page offers no button for, sent with the session's CSRF token.
+			chromedp.Evaluate(`fetch("/console/dead-letters/`+firstKey(want)+`/replay", {method: "POST",
+				headers: {"X-CSRF-Token": document.querySelector('input[name="csrf"]').value}}).then(r => r.status)`, &status,
+				func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+		if len(listed) != len(want) {
+			t.Errorf("the live key lists %d deliveries, the tenant has %d", len(listed), len(want))
+		}
+		for _, id := range listed {
+			if !want[id] {
+				t.Errorf("the live key lists %s, not a delivery of its tenant", id)
+			}
+		}
+		if !strings.Contains(help, "X-Svc-Signature") || !strings.Contains(help, "webhookverify") || !strings.Contains(help, "openssl") {
+			t.Errorf("signature help %q", help)
+		}
+		if strings.Contains(buttons, "Replay") || strings.Contains(buttons, "Rotate") || strings.Contains(buttons, "Resume") {
+			t.Errorf("the live key's pages offer %q", buttons)
+		}
+		if status != http.StatusForbidden {
+			t.Errorf("the live key's replay through the console answered %v, want 403", status)
+		}
+	})
+
+	t.Run("TenantAdminReplaysAllDeadLettersAfterConfirming", func(t *testing.T) {
+		rc.setDown(true)
+		cfg, _ := webhookConfig(t, base, acmeAdmin, rc.url("/down"), "note.down")
+		for i := range 3 {
+			emit(t, base, acmeAdmin, fmt.Sprintf("contact-down-%d", i), "note", "down")
+		}
+		var ids []string
+		waitFor(t, "three dead letters", func() bool {
+			ids = ids[:0]
+			for _, it := range apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/dead-letters?config_id="+cfg, nil)["items"].([]any) {
+				ids = append(ids, it.(map[string]any)["delivery_id"].(string))
+			}
+			return len(ids) == 3
+		})
+		rc.setDown(false)
+		var count, notice string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/dead-letters"), chromedp.WaitVisible("#replay-all", chromedp.ByID),
+			chromedp.Click("#replay-all", chromedp.ByID), chromedp.WaitVisible("#confirm-replay-all", chromedp.ByID),
+			text("#replay-count", &count), shot("dead-letters-replay-all"),
+			chromedp.Click("#confirm-replay-all", chromedp.ByID), chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice))
+		// Dead letters of earlier subtests may be replayed too; these three must be.
+		if !strings.Contains(count, "Replay") || !strings.Contains(notice, "dead letters replayed") {
+			t.Errorf("confirmation %q, notice %q", count, notice)
+		}
+		for _, id := range ids {
+			waitFor(t, "the replayed delivery "+id+" at the receiver", func() bool { return rc.arrivals(id) == 2 })
+			waitFor(t, "the delivery "+id+" sent", func() bool {
+				return apiCall(t, base, acmeAdmin, "GET", "/v1/admin/webhooks/deliveries/"+id, nil)["status"] == "sent"
+			})
 		}
 	})
 
@@ -346,6 +420,12 @@ func TestBrowser(t *testing.T) {
 	})
 }
 
+// firstKey is the smallest key of a set.
+func firstKey(m map[string]bool) string {
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[0]
+}
+
 // ledgerVersions builds the test ledger guest as 1.0.0 and 2.0.0 and
 // precompiles both into a compilation cache for the app (a race build of
 // the runtime compiles them fifteen times slower).
@@ -367,10 +447,11 @@ func ledgerVersions(t *testing.T) (v1, v2, cacheDir string) {
 // receiver is a loopback HTTPS endpoint that fails the first request of
 // each path and accepts the rest, counting arrivals by delivery id.
 type receiver struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	ids map[string]int
-	hit map[string]bool
+	down bool
+	srv  *httptest.Server
+	mu   sync.Mutex
+	ids  map[string]int
+	hit  map[string]bool
 }
 
 func newReceiver(t *testing.T) *receiver {
@@ -381,13 +462,21 @@ func newReceiver(t *testing.T) *receiver {
 		rc.ids[r.Header.Get("X-Svc-Delivery-Id")]++
 		first := !rc.hit[r.URL.Path]
 		rc.hit[r.URL.Path] = true
+		down := rc.down && strings.HasPrefix(r.URL.Path, "/down")
 		rc.mu.Unlock()
-		if first {
+		if first || down {
 			http.Error(w, "not yet", http.StatusInternalServerError)
 		}
 	}))
 	t.Cleanup(rc.srv.Close)
 	return rc
+}
+
+// setDown makes paths under /down answer 500 (or no longer).
+func (rc *receiver) setDown(down bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.down = down
 }
 
 func (rc *receiver) url(path string) string { return rc.srv.URL + path }

@@ -118,6 +118,8 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Post("/plugins/upload", c.auth(true, c.operatorOnly(c.uploadPlugin)))
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
 	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))
+	g.Get("/dead-letters/replay-all", c.auth(false, c.replayAllPage))
+	g.Post("/dead-letters/replay-all", c.auth(true, c.replayAll))
 	g.Post("/dead-letters/:id/replay", c.auth(true, c.replay))
 	g.Get("/projections", c.auth(false, c.projectionsPage))
 	g.Get("/deliveries", c.auth(false, c.deliveriesPage))

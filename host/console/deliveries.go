@@ -21,8 +21,9 @@ type deliveryFilter struct {
 }
 
 // deliveriesPage lists the tenant's deliveries one page at a time through
-// GET /v1/admin/webhooks/deliveries; the API pages and filters, the page
-// only turns the form's times into milliseconds.
+// GET /v1/webhooks/deliveries, which any key of the tenant may read (live
+// and test keys see it as their endpoint-owner portal); the API pages and
+// filters, the page only turns the form's times into milliseconds.
 func (c *Console) deliveriesPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
@@ -55,7 +56,7 @@ func (c *Console) deliveriesPage(fc *fiber.Ctx, s *session) error {
 		return c.render(fc, s, pe.Status, "deliveries", data, pe)
 	}
 	var out map[string]any
-	err := c.call(ctx, s, http.MethodGet, "/v1/admin/webhooks/deliveries?"+q.Encode(), "", nil, &out)
+	err := c.call(ctx, s, http.MethodGet, "/v1/webhooks/deliveries?"+q.Encode(), "", nil, &out)
 	var pe *apiError
 	if errors.As(err, &pe) {
 		return c.render(fc, s, pe.Status, "deliveries", data, pe)
@@ -79,6 +80,6 @@ func (c *Console) deliveryPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	var out map[string]any
-	err := c.call(ctx, s, http.MethodGet, "/v1/admin/webhooks/deliveries/"+url.PathEscape(fc.Params("id")), "", nil, &out)
+	err := c.call(ctx, s, http.MethodGet, "/v1/webhooks/deliveries/"+url.PathEscape(fc.Params("id")), "", nil, &out)
 	return c.show(fc, s, "delivery", out, err)
 }

@@ -20,9 +20,19 @@ import (
 //	POST /v1/admin/webhooks/configs/:id/resume             resume a config paused by a 410 (200)
 //	GET  /v1/admin/webhooks/dead-letters                   list dead letters (200; config_id, limit, cursor)
 //	POST /v1/admin/webhooks/dead-letters/:delivery_id/replay  replay a dead delivery (200)
+//	POST /v1/admin/webhooks/dead-letters/replay            replay every dead delivery (200; body {config_id?})
 //	GET  /v1/admin/webhooks/deliveries                     list deliveries (200; status, config_id, from, to, limit, cursor)
 //	GET  /v1/admin/webhooks/deliveries/:delivery_id        one delivery's state (200)
-const adminPrefix = "/v1/admin/webhooks"
+//
+// and read-only ones any key of the tenant may call (the endpoint-owner
+// portal of live and test keys; /v1/admin/* stays admin-only):
+//
+//	GET  /v1/webhooks/deliveries                           as the admin listing
+//	GET  /v1/webhooks/deliveries/:delivery_id              as the admin read
+const (
+	adminPrefix = "/v1/admin/webhooks"
+	readPrefix  = "/v1/webhooks"
+)
 
 // Mount adds the admin endpoints to the gateway.
 func (s *Service) Mount(srv *gateway.Server) {
@@ -31,8 +41,12 @@ func (s *Service) Mount(srv *gateway.Server) {
 	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/resume", gateway.AdminKey, s.handleResume)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/dead-letters", gateway.AdminKey, s.handleDeadLetters)
 	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/:delivery_id/replay", gateway.AdminKey, s.handleReplay)
+	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/replay", gateway.AdminKey, s.handleReplayAll)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries", gateway.AdminKey, s.handleDeliveries)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries/:delivery_id", gateway.AdminKey, s.handleDelivery)
+	// The same handlers: reading a tenant's deliveries is no admin act.
+	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries", gateway.AnyKey, s.handleDeliveries)
+	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries/:delivery_id", gateway.AnyKey, s.handleDelivery)
 }
 
 // param copies a path parameter (fiber reuses request memory).
@@ -96,6 +110,30 @@ func parseLimit(s string) (int, error) {
 
 func (s *Service) handleReplay(c *fiber.Ctx) error {
 	v, err := s.Replay(gateway.Context(c), gateway.Tenant(c), param(c, "delivery_id"))
+	if err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, v)
+}
+
+// handleReplayAll replays the tenant's dead deliveries, of one config when
+// the optional JSON body names config_id.
+func (s *Service) handleReplayAll(c *fiber.Ctx) error {
+	configID := ""
+	if len(c.Body()) > 0 {
+		in, _, err := gateway.ReadJSON(c)
+		if err != nil {
+			return err
+		}
+		if v, ok := in["config_id"]; ok {
+			id, ok := v.(string)
+			if !ok || id == "" {
+				return problem.Validation([]problem.FieldError{{Field: "config_id", Code: problem.CodeType, Message: "config_id must be a non-empty string"}})
+			}
+			configID = id
+		}
+	}
+	v, err := s.ReplayAll(gateway.Context(c), gateway.Tenant(c), configID)
 	if err != nil {
 		return err
 	}

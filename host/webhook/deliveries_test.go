@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/internal/teststore"
 )
@@ -145,6 +146,118 @@ func TestDeliveriesListPagesTenThousand(t *testing.T) {
 			t.Logf("%s: first page of 10,000 in %v, a filtered page in %v", backend, first, filtered)
 			if first > 2*time.Second || filtered > 2*time.Second {
 				t.Errorf("pages took %v and %v, want well under 2s", first, filtered)
+			}
+		})
+	}
+}
+
+// TestLiveAndTestKeysReadTheirTenantsDeliveries: GET /v1/webhooks/deliveries
+// and /v1/webhooks/deliveries/:id answer live, test and admin keys with
+// their own tenant's deliveries only, while the admin listing and every
+// write stay 403 for live and test keys.
+func TestLiveAndTestKeysReadTheirTenantsDeliveries(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t, backend, nil)
+			a := newAPI(t, e)
+			test, _, err := auth.CreateKey(t.Context(), e.st, tenantA, auth.ModeTest, "", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, _, err := auth.CreateKey(t.Context(), e.st, "tenant-b", auth.ModeLive, "", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine := addDeliveries(t, e.st, tenantA, 6)
+			theirs := addDeliveries(t, e.st, "tenant-b", 2)
+			for _, c := range []struct {
+				name, key string
+				want      []string
+			}{{"live", a.live, mine}, {"test", test, mine}, {"admin", a.admin, mine}, {"other tenant", other, theirs}} {
+				r := a.do("GET", "/v1/webhooks/deliveries?limit=50", c.key, nil)
+				if r.status != 200 {
+					t.Fatalf("%s: %d %s", c.name, r.status, r.raw)
+				}
+				var got []string
+				for _, it := range r.data()["items"].([]any) {
+					got = append(got, it.(map[string]any)["delivery_id"].(string))
+				}
+				if strings.Join(got, " ") != strings.Join(c.want, " ") {
+					t.Errorf("%s key lists %v, want %v", c.name, got, c.want)
+				}
+			}
+			if r := a.do("GET", "/v1/webhooks/deliveries?status=dead", a.live, nil); len(r.data()["items"].([]any)) != 2 {
+				t.Errorf("live key, status=dead: %s", r.raw)
+			}
+			if r := a.do("GET", "/v1/webhooks/deliveries?status=lost", a.live, nil); r.status != 400 || !strings.Contains(string(r.raw), "validation-failed") {
+				t.Errorf("live key, bad filter: %d %s", r.status, r.raw)
+			}
+			r := a.do("GET", "/v1/webhooks/deliveries/"+mine[1], a.live, nil)
+			if r.status != 200 || r.data()["delivery_id"] != mine[1] || r.data()["attempts"] == nil {
+				t.Errorf("live key reads one delivery: %d %s", r.status, r.raw)
+			}
+			if r := a.do("GET", "/v1/webhooks/deliveries/"+theirs[0], a.live, nil); r.status != 404 {
+				t.Errorf("live key reads another tenant's delivery: %d %s", r.status, r.raw)
+			}
+			if r := a.do("GET", "/v1/webhooks/deliveries", "", nil); r.status != 401 {
+				t.Errorf("no key: %d", r.status)
+			}
+			for _, w := range [][2]string{{"GET", "/v1/admin/webhooks/deliveries"}, {"POST", "/v1/admin/webhooks/dead-letters/" + mine[0] + "/replay"}} {
+				if r := a.do(w[0], w[1], a.live, nil); r.status != 403 {
+					t.Errorf("live key %s %s: %d, want 403", w[0], w[1], r.status)
+				}
+			}
+		})
+	}
+}
+
+// TestBulkReplayReplaysEveryDeadLetter: POST /v1/admin/webhooks/dead-letters/replay
+// puts back every dead delivery of the key's tenant (of one config when
+// the body names it), each as the one-by-one replay does, and nothing of
+// another tenant; live keys get 403 and a bad body 400.
+func TestBulkReplayReplaysEveryDeadLetter(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t, backend, nil)
+			a := newAPI(t, e)
+			ids := addDeliveries(t, e.st, tenantA, 12) // dead: 0 (cfg_0), 5 (cfg_1), 10 (cfg_0)
+			other := addDeliveries(t, e.st, "tenant-b", 6)
+			replayed := func(r apiResponse) []string {
+				var out []string
+				for _, it := range r.data()["replayed"].([]any) {
+					m := it.(map[string]any)
+					if m["status"] != "pending" || m["attempt"] != float64(1) || m["replay_fact_id"] == "" {
+						t.Errorf("replayed item %v", m)
+					}
+					out = append(out, m["delivery_id"].(string))
+				}
+				return out
+			}
+			if r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.live, nil); r.status != 403 {
+				t.Errorf("live key: %d", r.status)
+			}
+			if r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, map[string]any{"config_id": 7}); r.status != 400 ||
+				!strings.Contains(string(r.raw), `"field":"config_id"`) {
+				t.Errorf("bad config_id: %d %s", r.status, r.raw)
+			}
+			r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, map[string]any{"config_id": "cfg_0"})
+			if got := replayed(r); r.status != 200 || strings.Join(got, " ") != ids[0]+" "+ids[10] {
+				t.Fatalf("replay of cfg_0: %d %s", r.status, r.raw)
+			}
+			r = a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, nil)
+			if got := replayed(r); r.status != 200 || strings.Join(got, " ") != ids[5] || r.data()["hasMore"] != false {
+				t.Fatalf("replay of the rest: %d %s", r.status, r.raw)
+			}
+			for _, id := range []string{ids[0], ids[5], ids[10]} {
+				if row := e.delivery(id); row.Status != store.OutboxPending || row.Replays != 1 {
+					t.Errorf("%s after the bulk replay: %s, %d replays", id, row.Status, row.Replays)
+				}
+			}
+			if row, err := e.st.GetOutbox(t.Context(), "tenant-b", other[0]); err != nil || row.Status != store.OutboxDead {
+				t.Errorf("another tenant's dead letter: %v %v", row, err)
+			}
+			if r := a.do("POST", "/v1/admin/webhooks/dead-letters/replay", a.admin, nil); r.status != 200 || len(r.data()["replayed"].([]any)) != 0 {
+				t.Errorf("nothing left to replay: %d %s", r.status, r.raw)
 			}
 		})
 	}

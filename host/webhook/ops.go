@@ -406,3 +406,50 @@ func (s *Service) Delivery(ctx context.Context, tenant, deliveryID string) (*Del
 	}
 	return v, nil
 }
+
+// maxBulkReplay bounds the dead deliveries one bulk replay puts back, so
+// one request stays short; hasMore says to call again.
+const maxBulkReplay = 1000
+
+// BulkReplayView answers a bulk replay: each delivery replayed, each one
+// that could not be (for example replayed concurrently) with its reason.
+type BulkReplayView struct {
+	Replayed []ReplayView        `json:"replayed"`
+	Failed   []BulkReplayFailure `json:"failed"`
+	HasMore  bool                `json:"hasMore"`
+}
+
+// BulkReplayFailure is one delivery a bulk replay left dead.
+type BulkReplayFailure struct {
+	DeliveryID string `json:"delivery_id"`
+	Detail     string `json:"detail"`
+}
+
+// ReplayAll replays the tenant's dead deliveries (of one config when
+// configID is set), oldest first, each exactly as Replay does.
+func (s *Service) ReplayAll(ctx context.Context, tenant, configID string) (*BulkReplayView, error) {
+	rows, err := s.st.ListOutbox(ctx, store.OutboxFilter{TenantID: tenant, Status: store.OutboxDead, ConfigID: configID, Limit: maxBulkReplay + 1})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: bulk replay: %w", err)
+	}
+	v := &BulkReplayView{Replayed: []ReplayView{}, Failed: []BulkReplayFailure{}}
+	if len(rows) > maxBulkReplay {
+		rows, v.HasMore = rows[:maxBulkReplay], true
+	}
+	for _, r := range rows {
+		one, err := replay(ctx, s.st, s.clock.Now(), tenant, r.DeliveryID)
+		var pe *problem.Error
+		switch {
+		case errors.As(err, &pe):
+			v.Failed = append(v.Failed, BulkReplayFailure{DeliveryID: r.DeliveryID, Detail: pe.Detail})
+		case err != nil:
+			return nil, fmt.Errorf("webhook: bulk replay: %w", err)
+		default:
+			v.Replayed = append(v.Replayed, *one)
+		}
+	}
+	if len(v.Replayed) > 0 {
+		notify(s.dl.kick)
+	}
+	return v, nil
+}

@@ -282,12 +282,16 @@ func (s *Store) GetOutbox(ctx context.Context, tenantID, deliveryID string) (*st
 	return r, nil
 }
 
-// ListOutbox returns the tenant's rows matching f by delivery id.
-func (s *Store) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxRow, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+outboxColumns+` FROM webhook_outbox
+// listOutboxQuery lists one tenant's deliveries in delivery id order
+// through webhook_outbox_tenant.
+const listOutboxQuery = `SELECT ` + outboxColumns + ` FROM webhook_outbox
 WHERE tenant_id = ?1 AND (?2 = '' OR status = ?2) AND (?3 = '' OR config_id = ?3) AND delivery_id > ?4
   AND (?6 = 0 OR created_at >= ?6) AND (?7 = 0 OR created_at < ?7)
-ORDER BY delivery_id LIMIT ?5`, f.TenantID, f.Status, f.ConfigID, f.AfterID, sqlLimit(f.Limit), f.CreatedFrom, f.CreatedBefore)
+ORDER BY delivery_id LIMIT ?5`
+
+// ListOutbox returns the tenant's rows matching f by delivery id.
+func (s *Store) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxRow, error) {
+	rows, err := s.r.QueryContext(ctx, listOutboxQuery, f.TenantID, f.Status, f.ConfigID, f.AfterID, sqlLimit(f.Limit), f.CreatedFrom, f.CreatedBefore)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list outbox: %w", err)
 	}
