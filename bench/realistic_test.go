@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -267,6 +268,65 @@ type rtMeasurer struct {
 	wrkBin    string
 	threads   int
 	pg, redis int // PIDs; 0 unknown
+	// profile, when set (BENCH_SERVER_CPUPROFILE), receives a CPU profile
+	// of the server over the measured window of the run named profileRun,
+	// fetched from profileBase/debug/pprof/profile.
+	profile, profileRun, profileBase string
+}
+
+// serverProfile asks for a CPU profile of the server over d and writes
+// it to m.profile when it is the run to profile; call the returned
+// function after the window.
+func (m *rtMeasurer) serverProfile(name string, d time.Duration) func() {
+	if m.profile == "" || name != m.profileRun || m.profileBase == "" {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		secs := max(1, int(d.Seconds())-1)
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", m.profileBase, secs))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(m.profile, b, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			m.t.Errorf("server CPU profile: %v", err)
+		} else {
+			m.t.Logf("server CPU profile of %q in %s", name, m.profile)
+		}
+	}
+}
+
+var metricsRe = regexp.MustCompile(`metrics on (http://\S+)/metrics`)
+
+// profileArgs are the serve flags that let the server be profiled when
+// BENCH_SERVER_CPUPROFILE is set.
+func profileArgs() []string {
+	if os.Getenv("BENCH_SERVER_CPUPROFILE") == "" {
+		return nil
+	}
+	return []string{"--metrics-addr", "127.0.0.1:0", "--pprof"}
+}
+
+// profileTarget points m's profiling at srv (started in dir with
+// profileArgs) for the run named run.
+func (m *rtMeasurer) profileTarget(dir, run string) {
+	m.profile = os.Getenv("BENCH_SERVER_CPUPROFILE")
+	if m.profile == "" {
+		return
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "factline.stdout"))
+	if mm := metricsRe.FindSubmatch(b); mm != nil {
+		m.profileBase, m.profileRun = string(mm[1]), run
+	}
 }
 
 // wrk runs the wrk script on base (warm-up, then the measured window),
@@ -284,8 +344,10 @@ func (m *rtMeasurer) wrk(name, base, script string, serverPID int, prepare func(
 	}
 	a.Duration = m.p.Duration
 	before := sampleGwCPU(serverPID, m.pg, m.redis)
+	profiled := m.serverProfile(name, a.Duration)
 	w, err := runWrk(t.Context(), m.wrkBin, a)
 	after := sampleGwCPU(serverPID, m.pg, m.redis)
+	profiled()
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -358,8 +420,10 @@ func (m *rtMeasurer) post(name, key string, serverPID int, op func(worker, iter 
 		defer window.Done()
 		sleepUntil(t.Context(), time.Now().Add(m.p.Warmup))
 		sample(&before, &selfBefore)
+		profiled := m.serverProfile(name, m.p.Duration)
 		sleepUntil(t.Context(), time.Now().Add(m.p.Duration))
 		sample(&after, &selfAfter)
+		profiled()
 	}()
 	l, err := runLoad(t.Context(), name, m.p, do, nil, target{}, "")
 	window.Wait()
@@ -506,8 +570,9 @@ func TestManyTenantsColdReads(t *testing.T) {
 	if err := os.WriteFile(manifestPath, []byte(getManifest(mtRPM)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := startFactlineProcess(t, bin, tmp, []string{"serve", "--database-url", dbURL, "--redis-url", redisURL,
-		"--manifest", manifestPath, "--data-dir", filepath.Join(tmp, "data"), "--addr", "127.0.0.1:0", "--ratelimit-fail-open=false"})
+	srv := startFactlineProcess(t, bin, tmp, append([]string{"serve", "--database-url", dbURL, "--redis-url", redisURL,
+		"--manifest", manifestPath, "--data-dir", filepath.Join(tmp, "data"), "--addr", "127.0.0.1:0", "--ratelimit-fail-open=false"},
+		profileArgs()...))
 	code, body, h := getOnce(t, srv.base+"/v1/accounts/"+mtEntityID(1), keys[1])
 	if code != http.StatusOK || h.Get("RateLimit-Limit") != fmt.Sprint(mtRPM) {
 		t.Fatalf("probe: status %d, RateLimit-Limit %q: %s", code, h.Get("RateLimit-Limit"), body)
@@ -516,6 +581,7 @@ func TestManyTenantsColdReads(t *testing.T) {
 
 	mon := newMonitor(t.Context(), openPool(t, dbURL, 1, "factline-bench-realistic-monitor"))
 	m := newMeasurer(t, p, mon, redisURL)
+	m.profileTarget(tmp, "Factline, 1,000 tenants, 100,000 accounts")
 	rBare := m.wrk("bare fiber handler", bare, script, os.Getpid(), nil)
 	rProd := m.wrk("Factline, 1,000 tenants, 100,000 accounts", srv.base, script, srv.cmd.Process.Pid, func() { resetLimits(t, redisURL) })
 
@@ -567,12 +633,14 @@ func TestPluginWrites(t *testing.T) {
 	pluginsDir := filepath.Join(tmp, "plugins")
 	buildAccountPlugin(t, pluginsDir)
 	domain, _ := filepath.Abs(domainFile)
-	srv := startFactlineProcess(t, bin, tmp, []string{"serve", "--database-url", dbURL, "--domain", domain,
+	srv := startFactlineProcess(t, bin, tmp, append([]string{"serve", "--database-url", dbURL, "--domain", domain,
 		"--plugins-dir", pluginsDir, "--plugin-cache-dir", filepath.Join(tmp, "wasm-cache"),
-		"--data-dir", filepath.Join(tmp, "data"), "--addr", "127.0.0.1:0"})
+		"--data-dir", filepath.Join(tmp, "data"), "--addr", "127.0.0.1:0"}, profileArgs()...))
 
+	waitDeposit(t, srv.base+"/v1/entities/"+mtEntityID(0)+"/deposit", keys[0])
 	mon := newMonitor(t.Context(), openPool(t, dbURL, 1, "factline-bench-realistic-monitor"))
 	m := newMeasurer(t, p, mon, "")
+	m.profileTarget(tmp, "POST /v1/entities/:id/deposit")
 	pick := func(worker, iter int) string { return mtEntityID((iter*p.Clients + worker) % manyEntities) }
 	factsURL := srv.base + "/v1/facts"
 	deposit := []byte(`{"amount":1.25}`)
@@ -590,7 +658,7 @@ func TestPluginWrites(t *testing.T) {
 			"manifests/domain.yaml --plugins-dir …` with the account ledger plugin (`plugins/account`, built with " +
 			"`GOOS=wasip1 -buildmode=c-shared`) and no Redis, default log level.",
 		fmt.Sprintf("Data: %s accounts of one tenant; every client sends one request at a time, clients on distinct "+
-			"accounts in any round. Deposit: `POST /v1/entities/acct-NNNNNN/deposit` with `{\"amount\":1.25}` (the plugin "+
+			"accounts in any round; the runs start once the plugin answers. Deposit: `POST /v1/entities/acct-NNNNNN/deposit` with `{\"amount\":1.25}` (the plugin "+
 			"reads the snapshot and facts since, decides, the fact and the new snapshot are written). Baseline: raw "+
 			"`POST /v1/facts` of the same deposit fact on the same accounts, in the same process, run first.", formatInt(manyEntities)),
 	}
@@ -604,6 +672,35 @@ func TestPluginWrites(t *testing.T) {
 		rep.Failures = append(rep.Failures, "raw appends: "+rRaw.failed())
 	}
 	rep.finish(t, "plugin-writes", rRaw)
+}
+
+// waitDeposit posts a deposit until it is recorded (201): /health
+// answers before the plugins are loaded, and the account type's commands
+// answer 503 until they are.
+func waitDeposit(t *testing.T, url, key string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(`{"amount":1.25}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-API-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s: %v", url, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusCreated {
+			return
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("POST %s: status %d: %s", url, resp.StatusCode, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestEmbeddedDefault is scenario 3: the read and the write scenario on
