@@ -675,8 +675,8 @@ func TestPluginWrites(t *testing.T) {
 }
 
 // waitDeposit posts a deposit until it is recorded (201): /health
-// answers before the plugins are loaded, and the account type's commands
-// answer 503 until they are.
+// answers before the plugins are loaded, and the account type's command
+// routes answer 404 or 503 until they are.
 func waitDeposit(t *testing.T, url, key string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -696,7 +696,8 @@ func waitDeposit(t *testing.T, url, key string) {
 		if resp.StatusCode == http.StatusCreated {
 			return
 		}
-		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		loading := resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusNotFound
+		if !loading || time.Now().After(deadline) {
 			t.Fatalf("POST %s: status %d: %s", url, resp.StatusCode, b)
 		}
 		time.Sleep(100 * time.Millisecond)
