@@ -24,7 +24,10 @@ type wrkArgs struct {
 	Duration time.Duration
 	Timeout  time.Duration
 	Headers  []string // "Name: value"
-	URL      string
+	// Script is a wrk Lua script (-s) that builds each request; empty
+	// sends the same request every time.
+	Script string
+	URL    string
 }
 
 // command returns the wrk command line (without the binary).
@@ -34,6 +37,9 @@ func (a wrkArgs) command() []string {
 		"--timeout", strconv.Itoa(max(1, int(math.Ceil(a.Timeout.Seconds())))) + "s", "--latency"}
 	for _, h := range a.Headers {
 		args = append(args, "-H", h)
+	}
+	if a.Script != "" {
+		args = append(args, "-s", a.Script)
 	}
 	return append(args, a.URL)
 }

@@ -95,6 +95,7 @@ type Redis struct {
 	leases   *leaseTable
 	timeout  time.Duration
 	breaker  *gobreaker.CircuitBreaker[scriptResult]
+	batch    batcher
 
 	// now replaces the server clock; set only by tests.
 	now func() time.Time
@@ -169,7 +170,7 @@ func (r *Redis) Allow(ctx context.Context, key string, rpm int) (Decision, error
 
 // run executes the script for one request.
 func (r *Redis) run(ctx context.Context, key string, rpm int) (Decision, error) {
-	res, err := r.script(ctx, key, rpm, 1)
+	res, err := r.decide(ctx, key, rpm)
 	if err != nil {
 		return Decision{}, err
 	}
