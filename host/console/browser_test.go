@@ -323,6 +323,50 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("TenantAdminManagesWebhookConfig", func(t *testing.T) {
+		const name = "managed in the browser"
+		var secret string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/webhooks"), chromedp.Click("#new-webhook", chromedp.ByID),
+			chromedp.WaitVisible("#webhook-form", chromedp.ByID),
+			chromedp.SendKeys("#name", name, chromedp.ByID), chromedp.SendKeys("#url", rc.url("/managed"), chromedp.ByID),
+			chromedp.SendKeys("#triggers", "note.managed, note.other", chromedp.ByID), chromedp.SendKeys("#max_attempts", "2", chromedp.ByID),
+			shot("webhook-new"), chromedp.Click("#save-webhook", chromedp.ByID),
+			chromedp.WaitVisible("#secret", chromedp.ByID), text("#secret", &secret), shot("webhook-created"))
+		if !strings.HasPrefix(secret, "whsec_") {
+			t.Fatalf("new webhook's secret %q", secret)
+		}
+		var id string
+		for _, it := range apiCall(t, base, acmeAdmin, "GET", "/v1/configs?type=webhook&limit=200", nil)["items"].([]any) {
+			if m := it.(map[string]any); m["name"] == name {
+				id = m["id"].(string)
+			}
+		}
+		if id == "" {
+			t.Fatal("the form created no config")
+		}
+		row := `tr[data-config="` + id + `"]`
+		var version, paused, resumed, archived string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery),
+			chromedp.Click(row+` a.edit`, chromedp.ByQuery), chromedp.WaitVisible("#webhook-form", chromedp.ByID),
+			chromedp.SetValue("#url", rc.url("/managed-v2"), chromedp.ByID), shot("webhook-edit"),
+			chromedp.Click("#save-webhook", chromedp.ByID), chromedp.WaitVisible("#notice", chromedp.ByID),
+			text(row+" td:nth-child(3)", &version),
+			chromedp.Click(row+` button.pause`, chromedp.ByQuery), chromedp.WaitVisible(row+` button.resume`, chromedp.ByQuery),
+			text(row+" td.state", &paused), shot("webhook-paused"),
+			chromedp.Click(row+` button.resume`, chromedp.ByQuery), chromedp.WaitVisible(row+` button.pause`, chromedp.ByQuery),
+			text(row+" td.state", &resumed),
+			chromedp.Click(row+` a.archive`, chromedp.ByQuery), chromedp.WaitVisible("#confirm-archive", chromedp.ByID), shot("webhook-archive"),
+			chromedp.Click("#confirm-archive", chromedp.ByID), chromedp.WaitVisible("#notice", chromedp.ByID),
+			text(row+" td.state", &archived))
+		if version != "2" || paused != "active, paused" || resumed != "active" || archived != "archived" {
+			t.Errorf("version %q, states %q, %q, %q: want 2, active, paused, active, archived", version, paused, resumed, archived)
+		}
+		cfg := apiCall(t, base, acmeAdmin, "GET", "/v1/configs/"+id, nil)
+		if cfg["version"] != float64(2) || cfg["status"] != "archived" || cfg["settings"].(map[string]any)["url"] != rc.url("/managed-v2") {
+			t.Errorf("config after the browser: %v", cfg)
+		}
+	})
+
 	t.Run("TenantAdminChartsProjection", func(t *testing.T) {
 		hour0 := time.Date(2024, 1, 15, 10, 0, 0, 0, time.UTC).UnixMilli()
 		cfg := apiCall(t, base, acmeAdmin, "POST", "/v1/configs", map[string]any{"type": "projection", "name": "calls", "settings": map[string]any{

@@ -130,6 +130,13 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Get("/webhooks", c.auth(false, c.webhooksPage))
 	g.Post("/webhooks/:id/rotate-secret", c.auth(true, c.rotateSecret))
 	g.Post("/webhooks/:id/resume", c.auth(true, c.resume))
+	g.Get("/webhooks/new", c.auth(false, c.adminOnly(c.newWebhookPage)))
+	g.Post("/webhooks", c.auth(true, c.adminOnly(c.saveWebhook)))
+	g.Get("/webhooks/:id/edit", c.auth(false, c.adminOnly(c.editWebhookPage)))
+	g.Post("/webhooks/:id", c.auth(true, c.adminOnly(c.saveWebhook)))
+	g.Get("/webhooks/:id/archive", c.auth(false, c.adminOnly(c.archiveWebhookPage)))
+	g.Post("/webhooks/:id/archive", c.auth(true, c.adminOnly(c.archiveWebhook)))
+	g.Post("/webhooks/:id/pause", c.auth(true, c.adminOnly(c.pauseWebhook)))
 }
 
 // headers: every console answer is framed by nobody, cached by nobody
@@ -387,6 +394,9 @@ func (c *Console) webhooksPage(fc *fiber.Ctx, s *session) error {
 	}
 	var out map[string]any
 	err := c.call(ctx, s, http.MethodGet, "/v1/configs?"+q.Encode(), "", nil, &out)
+	if err == nil && s.principal.IsAdmin() {
+		out["paused"], err = c.pausedConfigs(ctx, s)
+	}
 	return c.show(fc, s, "webhooks", out, err)
 }
 

@@ -760,6 +760,12 @@ type WebhookStore interface {
 	GetWebhookPause(ctx context.Context, tenantID, configID string) (*WebhookPause, error)
 	// ResumeWebhookConfig removes the pause; ErrNotFound when none.
 	ResumeWebhookConfig(ctx context.Context, tenantID, configID string) error
+	// PauseWebhookConfig pauses a config without an outbox change (an
+	// admin's pause); ErrAlreadyExists when it is paused already, the
+	// existing pause kept.
+	PauseWebhookConfig(ctx context.Context, p *WebhookPause) error
+	// ListWebhookPauses returns the tenant's pauses ordered by config id.
+	ListWebhookPauses(ctx context.Context, tenantID string) ([]WebhookPause, error)
 
 	// CreateWebhookSecret inserts s; ErrAlreadyExists on a taken Ref. The
 	// first secret records s.KeyID as the database's secret key; a secret

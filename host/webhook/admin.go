@@ -17,7 +17,9 @@ import (
 //
 //	POST /v1/admin/webhooks/secrets                        create a signing secret (201, shown once)
 //	POST /v1/admin/webhooks/configs/:id/rotate-secret      rotate a config's secret (201, shown once)
-//	POST /v1/admin/webhooks/configs/:id/resume             resume a config paused by a 410 (200)
+//	POST /v1/admin/webhooks/configs/:id/pause              pause a config's deliveries (200)
+//	POST /v1/admin/webhooks/configs/:id/resume             resume a paused config (200)
+//	GET  /v1/admin/webhooks/paused                         list the paused configs (200)
 //	GET  /v1/admin/webhooks/dead-letters                   list dead letters (200; config_id, limit, cursor)
 //	POST /v1/admin/webhooks/dead-letters/:delivery_id/replay  replay a dead delivery (200)
 //	POST /v1/admin/webhooks/dead-letters/replay            replay every dead delivery (200; body {config_id?})
@@ -38,7 +40,9 @@ const (
 func (s *Service) Mount(srv *gateway.Server) {
 	srv.Mount(fiber.MethodPost, adminPrefix+"/secrets", gateway.AdminKey, s.handleCreateSecret)
 	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/rotate-secret", gateway.AdminKey, s.handleRotate)
+	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/pause", gateway.AdminKey, s.handlePause)
 	srv.Mount(fiber.MethodPost, adminPrefix+"/configs/:id/resume", gateway.AdminKey, s.handleResume)
+	srv.Mount(fiber.MethodGet, adminPrefix+"/paused", gateway.AdminKey, s.handlePaused)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/dead-letters", gateway.AdminKey, s.handleDeadLetters)
 	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/:delivery_id/replay", gateway.AdminKey, s.handleReplay)
 	srv.Mount(fiber.MethodPost, adminPrefix+"/dead-letters/replay", gateway.AdminKey, s.handleReplayAll)
@@ -68,6 +72,22 @@ func (s *Service) handleRotate(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return gateway.Respond(c, fiber.StatusCreated, v)
+}
+
+func (s *Service) handlePause(c *fiber.Ctx) error {
+	id := param(c, "id")
+	if err := s.Pause(gateway.Context(c), gateway.Tenant(c), id); err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, fiber.Map{"config_id": id, "paused": true})
+}
+
+func (s *Service) handlePaused(c *fiber.Ctx) error {
+	items, err := s.Pauses(gateway.Context(c), gateway.Tenant(c))
+	if err != nil {
+		return err
+	}
+	return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": items})
 }
 
 func (s *Service) handleResume(c *fiber.Ctx) error {

@@ -170,7 +170,7 @@ func replay(ctx context.Context, st store.Store, now time.Time, tenant, delivery
 	return v, nil
 }
 
-// Resume lifts the pause a 410 Gone put on a config; its pending
+// Resume lifts the pause a 410 Gone or an admin put on a config; its pending
 // deliveries go out again.
 func (s *Service) Resume(ctx context.Context, tenant, configID string) error {
 	if _, err := s.webhookConfig(ctx, tenant, configID); err != nil {
@@ -185,6 +185,50 @@ func (s *Service) Resume(ctx context.Context, tenant, configID string) error {
 	}
 	notify(s.dl.kick)
 	return nil
+}
+
+// PauseReasonManual is the reason recorded for an admin's pause.
+const PauseReasonManual = "paused by an admin"
+
+// Pause stops the deliveries of a config until it is resumed, as a 410
+// Gone does: they stay pending and go out after Resume.
+func (s *Service) Pause(ctx context.Context, tenant, configID string) error {
+	if _, err := s.webhookConfig(ctx, tenant, configID); err != nil {
+		return err
+	}
+	err := s.st.PauseWebhookConfig(ctx, &store.WebhookPause{TenantID: tenant, ConfigID: configID,
+		Reason: PauseReasonManual, PausedAt: s.clock.Now().UnixMilli()})
+	if errors.Is(err, store.ErrAlreadyExists) {
+		return problem.Newf(problem.Conflict, "Webhook config %s is paused already", configID)
+	}
+	if err != nil {
+		return fmt.Errorf("webhook: pause: %w", err)
+	}
+	return nil
+}
+
+// PauseView is one paused config of the tenant.
+type PauseView struct {
+	ConfigID string `json:"config_id"`
+	Paused   bool   `json:"paused"`
+	PausedAt int64  `json:"paused_at"`
+	Reason   string `json:"reason"`
+	// DeliveryID is the delivery whose answer (a 410) paused the config;
+	// empty for an admin's pause.
+	DeliveryID string `json:"delivery_id,omitempty"`
+}
+
+// Pauses lists the tenant's paused configs by config id.
+func (s *Service) Pauses(ctx context.Context, tenant string) ([]PauseView, error) {
+	ps, err := s.st.ListWebhookPauses(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: list pauses: %w", err)
+	}
+	out := make([]PauseView, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, PauseView{ConfigID: p.ConfigID, Paused: true, PausedAt: p.PausedAt, Reason: p.Reason, DeliveryID: p.DeliveryID})
+	}
+	return out, nil
 }
 
 // DeadLetterItem is one entry of the dead-letter listing: the contract's

@@ -507,6 +507,42 @@ func (s *Store) ResumeWebhookConfig(ctx context.Context, tenantID, configID stri
 	return nil
 }
 
+// PauseWebhookConfig inserts a pause; ErrAlreadyExists when one is in place.
+func (s *Store) PauseWebhookConfig(ctx context.Context, p *store.WebhookPause) error {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO webhook_paused (tenant_id, config_id, delivery_id, reason, paused_at)
+VALUES ($1, $2, NULLIF($3, ''), $4, $5) ON CONFLICT (tenant_id, config_id) DO NOTHING`,
+		p.TenantID, p.ConfigID, p.DeliveryID, p.Reason, p.PausedAt)
+	if err != nil {
+		return fmt.Errorf("postgres: pause webhook config %s: %w", p.ConfigID, interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: pause webhook config %s: %w", p.ConfigID, store.ErrAlreadyExists)
+	}
+	return nil
+}
+
+// ListWebhookPauses returns the tenant's pauses by config id.
+func (s *Store) ListWebhookPauses(ctx context.Context, tenantID string) ([]store.WebhookPause, error) {
+	rows, err := s.pool.Query(ctx, `SELECT config_id, COALESCE(delivery_id, ''), reason, paused_at FROM webhook_paused
+WHERE tenant_id = $1 ORDER BY config_id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list webhook pauses: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []store.WebhookPause
+	for rows.Next() {
+		p := store.WebhookPause{TenantID: tenantID}
+		if err := rows.Scan(&p.ConfigID, &p.DeliveryID, &p.Reason, &p.PausedAt); err != nil {
+			return nil, fmt.Errorf("postgres: list webhook pauses: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list webhook pauses: %w", interpretError(err))
+	}
+	return out, nil
+}
+
 // CreateWebhookSecret inserts an encrypted secret. The key record is
 // written (when missing) and checked in the same statement as the insert,
 // so two processes with different keys cannot both write a first secret.

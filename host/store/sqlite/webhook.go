@@ -352,6 +352,50 @@ func (s *Store) ResumeWebhookConfig(ctx context.Context, tenantID, configID stri
 	return nil
 }
 
+// PauseWebhookConfig inserts a pause; ErrAlreadyExists when one is in place.
+func (s *Store) PauseWebhookConfig(ctx context.Context, p *store.WebhookPause) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_paused (tenant_id, config_id, delivery_id, reason, paused_at)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, config_id) DO NOTHING`,
+			p.TenantID, p.ConfigID, nullString(p.DeliveryID), p.Reason, p.PausedAt)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(err, store.ErrAlreadyExists)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: pause webhook config %s: %w", p.ConfigID, err)
+	}
+	return nil
+}
+
+// ListWebhookPauses returns the tenant's pauses by config id.
+func (s *Store) ListWebhookPauses(ctx context.Context, tenantID string) ([]store.WebhookPause, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT config_id, delivery_id, reason, paused_at FROM webhook_paused
+WHERE tenant_id = ? ORDER BY config_id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list webhook pauses: %w", err)
+	}
+	defer rows.Close()
+	var out []store.WebhookPause
+	for rows.Next() {
+		p := store.WebhookPause{TenantID: tenantID}
+		var delivery sql.NullString
+		if err := rows.Scan(&p.ConfigID, &delivery, &p.Reason, &p.PausedAt); err != nil {
+			return nil, fmt.Errorf("sqlite: list webhook pauses: %w", err)
+		}
+		p.DeliveryID = delivery.String
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list webhook pauses: %w", err)
+	}
+	return out, nil
+}
+
 // CreateWebhookSecret inserts an encrypted secret, recording its key as
 // the database's when none is (see store.WebhookStore).
 func (s *Store) CreateWebhookSecret(ctx context.Context, sec *store.WebhookSecret) error {

@@ -15,6 +15,7 @@ var webhookTests = []test{
 	{"ClaimDueAndLease", testClaimDueAndLease},
 	{"ClaimPerEndpointAndSkip", testClaimPerEndpoint},
 	{"ClaimSkipsPaused", testClaimSkipsPaused},
+	{"PauseWithoutOutboxChange", testPauseWithoutOutboxChange},
 	{"ConcurrentClaims", testConcurrentClaims},
 	{"ChangePreconditions", testChangePreconditions},
 	{"ChangeFactsAndPause", testChangeFactsAndPause},
@@ -304,6 +305,43 @@ func testClaimSkipsPaused(t *testing.T, open Factory) {
 	wantErr(t, s.ResumeWebhookConfig(ctx, "tnt_a", "cfg1"), store.ErrNotFound, "resume twice")
 	if c := claim(t, s, store.ClaimRequest{Now: t0 + 10, Token: "w3", Limit: 10}); !equalStrings(claimedIDs(c), ids[1:]) {
 		t.Fatalf("after resume: %v, want %v", claimedIDs(c), ids[1:])
+	}
+}
+
+// An admin's pause: no outbox change, no delivery behind it; a second
+// pause is refused and keeps the first; pauses list by tenant.
+func testPauseWithoutOutboxChange(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	ids := addOutbox(t, s, "tnt_a", 2, "https://a.example:443", t0)
+	pause := &store.WebhookPause{TenantID: "tnt_a", ConfigID: "cfg1", Reason: "paused by an admin", PausedAt: t0 + 1}
+	noErr(t, s.PauseWebhookConfig(ctx, pause), "PauseWebhookConfig")
+	wantErr(t, s.PauseWebhookConfig(ctx, &store.WebhookPause{TenantID: "tnt_a", ConfigID: "cfg1", Reason: "again", PausedAt: t0 + 2}),
+		store.ErrAlreadyExists, "pause twice")
+	got, err := s.GetWebhookPause(ctx, "tnt_a", "cfg1")
+	noErr(t, err, "GetWebhookPause")
+	if *got != *pause {
+		t.Errorf("pause %+v, want the first %+v", got, pause)
+	}
+	if c := claim(t, s, store.ClaimRequest{Now: t0 + 10, Token: "w1", Limit: 10}); len(c) != 0 {
+		t.Fatalf("claimed %v of a paused config", claimedIDs(c))
+	}
+	other := &store.WebhookPause{TenantID: "tnt_a", ConfigID: "cfg0", Reason: "paused by an admin", PausedAt: t0 + 3}
+	noErr(t, s.PauseWebhookConfig(ctx, other), "pause another config")
+	noErr(t, s.PauseWebhookConfig(ctx, &store.WebhookPause{TenantID: "tnt_b", ConfigID: "cfg1", PausedAt: t0}), "pause in another tenant")
+	list, err := s.ListWebhookPauses(ctx, "tnt_a")
+	noErr(t, err, "ListWebhookPauses")
+	if len(list) != 2 || list[0] != *other || list[1] != *pause {
+		t.Fatalf("pauses %+v, want %+v and %+v", list, other, pause)
+	}
+	list, err = s.ListWebhookPauses(ctx, "tnt_c")
+	noErr(t, err, "ListWebhookPauses of a tenant with none")
+	if len(list) != 0 {
+		t.Fatalf("pauses of tnt_c: %+v", list)
+	}
+	noErr(t, s.ResumeWebhookConfig(ctx, "tnt_a", "cfg1"), "ResumeWebhookConfig")
+	if c := claim(t, s, store.ClaimRequest{Now: t0 + 10, Token: "w2", Limit: 10}); !equalStrings(claimedIDs(c), ids) {
+		t.Fatalf("after resume: %v, want %v", claimedIDs(c), ids)
 	}
 }
 

@@ -1,0 +1,312 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Webhook config management for tenant admins: create, edit as a new
+// version, archive, pause. Every write is the public API's
+// (POST /v1/configs, PUT and DELETE /v1/configs/:id,
+// POST /v1/admin/webhooks/secrets and .../configs/:id/pause).
+
+// webhookForm is the create and edit form: what the user typed, and the
+// API's problems by form field.
+type webhookForm struct {
+	ID          string // empty: a new webhook
+	Version     string // the version the edit started from
+	Name        string
+	URL         string
+	Triggers    string
+	SecretRef   string
+	NewSecret   bool
+	MaxAttempts string
+	Timeout     string
+	// Refs are the secret references of the tenant's webhook configs.
+	Refs []string
+	// Errors holds the API's field problems by form field; General the
+	// problem and the field problems no form field shows.
+	Errors  map[string][]string
+	General []string
+	// Created is a secret made for this form whose config was refused:
+	// shown once here, and kept as the form's secret reference.
+	Created map[string]any
+}
+
+// adminOnly keeps the management views from live and test keys (the API
+// refuses their writes too).
+func (c *Console) adminOnly(h handler) handler {
+	return func(fc *fiber.Ctx, s *session) error {
+		if !s.principal.IsAdmin() {
+			return c.render(fc, s, fiber.StatusForbidden, "message", nil, &apiError{Status: 403, Title: "Forbidden",
+				Detail: "Managing webhooks needs an admin key"})
+		}
+		return h(fc, s)
+	}
+}
+
+// pausedConfigs reads the tenant's paused configs
+// (GET /v1/admin/webhooks/paused) as a set of config ids.
+func (c *Console) pausedConfigs(ctx context.Context, s *session) (map[string]bool, error) {
+	var out struct {
+		Items []struct {
+			ConfigID string `json:"config_id"`
+		} `json:"items"`
+	}
+	if err := c.call(ctx, s, http.MethodGet, "/v1/admin/webhooks/paused", "", nil, &out); err != nil {
+		return nil, err
+	}
+	m := make(map[string]bool, len(out.Items))
+	for _, it := range out.Items {
+		m[it.ConfigID] = true
+	}
+	return m, nil
+}
+
+// secretRefs lists the secret references the tenant's webhook configs use
+// (the API has no listing of secrets), for the form's suggestions.
+func (c *Console) secretRefs(ctx context.Context, s *session) []string {
+	var out struct {
+		Items []struct {
+			Settings struct {
+				SecretRef string `json:"secret_ref"`
+			} `json:"settings"`
+		} `json:"items"`
+	}
+	if err := c.call(ctx, s, http.MethodGet, "/v1/configs?type=webhook&status=active&limit=200", "", nil, &out); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var refs []string
+	for _, it := range out.Items {
+		if r := it.Settings.SecretRef; r != "" && !seen[r] {
+			seen[r] = true
+			refs = append(refs, r)
+		}
+	}
+	sort.Strings(refs)
+	return refs
+}
+
+func (c *Console) newWebhookPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	f := &webhookForm{NewSecret: true, Refs: c.secretRefs(ctx, s)}
+	return c.render(fc, s, fiber.StatusOK, "webhook-form", f, nil)
+}
+
+// webhookConfig reads the current version of a config.
+func (c *Console) webhookConfig(ctx context.Context, s *session, id string) (map[string]any, error) {
+	var cfg map[string]any
+	err := c.call(ctx, s, http.MethodGet, "/v1/configs/"+url.PathEscape(id), "", nil, &cfg)
+	return cfg, err
+}
+
+func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	cfg, err := c.webhookConfig(ctx, s, fc.Params("id"))
+	if err != nil {
+		return c.show(fc, s, "webhook-form", nil, err)
+	}
+	f := &webhookForm{ID: str(cfg["id"]), Version: num(cfg["version"]), Name: str(cfg["name"]), Refs: c.secretRefs(ctx, s)}
+	st, _ := cfg["settings"].(map[string]any)
+	f.URL, f.SecretRef = str(st["url"]), str(st["secret_ref"])
+	if ts, ok := st["triggers"].([]any); ok {
+		var parts []string
+		for _, t := range ts {
+			parts = append(parts, str(t))
+		}
+		f.Triggers = strings.Join(parts, ", ")
+	}
+	if r, ok := st["retry"].(map[string]any); ok {
+		f.MaxAttempts, f.Timeout = num(r["max_attempts"]), num(r["timeout_seconds"])
+	}
+	return c.render(fc, s, fiber.StatusOK, "webhook-form", f, nil)
+}
+
+// readForm takes the posted form as the user typed it.
+func readForm(fc *fiber.Ctx) *webhookForm {
+	v := func(k string) string { return strings.TrimSpace(fc.FormValue(k)) }
+	return &webhookForm{ID: strings.Clone(fc.Params("id")), Version: v("version"), Name: v("name"), URL: v("url"),
+		Triggers: v("triggers"), SecretRef: v("secret_ref"), NewSecret: fc.FormValue("new_secret") == "yes",
+		MaxAttempts: v("max_attempts"), Timeout: v("timeout_seconds")}
+}
+
+// triggers splits on commas and white space.
+func (f *webhookForm) triggers() []any {
+	out := []any{}
+	for _, t := range strings.FieldsFunc(f.Triggers, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// apply writes the form's fields into settings; an empty retry field
+// takes the default again.
+func (f *webhookForm) apply(settings map[string]any) {
+	settings["url"], settings["secret_ref"], settings["triggers"] = f.URL, f.SecretRef, f.triggers()
+	retry, _ := settings["retry"].(map[string]any)
+	if retry == nil {
+		retry = map[string]any{}
+	}
+	for k, v := range map[string]string{"max_attempts": f.MaxAttempts, "timeout_seconds": f.Timeout} {
+		switch n, err := strconv.ParseInt(v, 10, 64); {
+		case v == "":
+			delete(retry, k)
+		case err == nil:
+			retry[k] = n
+		default:
+			retry[k] = v // the API names what is wrong with it
+		}
+	}
+	if len(retry) == 0 {
+		delete(settings, "retry")
+	} else {
+		settings["retry"] = retry
+	}
+}
+
+// saveWebhook creates (no id) or updates a webhook config from the form,
+// first creating a secret when asked. A refusal shows the form again as
+// typed, each problem beside its field.
+func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	f := readForm(fc)
+	var created map[string]any
+	if f.NewSecret {
+		if err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/secrets", "", nil, &created); err != nil {
+			return c.formProblem(fc, s, f, err)
+		}
+		f.SecretRef, f.NewSecret = str(created["secret_ref"]), false
+	}
+	var err error
+	var cfg map[string]any
+	if f.ID == "" {
+		settings := map[string]any{}
+		f.apply(settings)
+		body, _ := json.Marshal(map[string]any{"type": "webhook", "name": f.Name, "settings": settings})
+		err = c.call(ctx, s, http.MethodPost, "/v1/configs", "application/json", body, &cfg)
+	} else {
+		var cur map[string]any
+		cur, err = c.webhookConfig(ctx, s, f.ID)
+		if err == nil {
+			settings, _ := cur["settings"].(map[string]any)
+			if settings == nil {
+				settings = map[string]any{}
+			}
+			f.apply(settings)
+			in := map[string]any{"name": f.Name, "settings": settings}
+			if v, perr := strconv.ParseInt(f.Version, 10, 64); perr == nil {
+				in["version"] = v // a concurrent edit is a 409, not lost
+			}
+			body, _ := json.Marshal(in)
+			err = c.call(ctx, s, http.MethodPut, "/v1/configs/"+url.PathEscape(f.ID), "application/json", body, &cfg)
+		}
+	}
+	if err != nil {
+		f.Created = created
+		return c.formProblem(fc, s, f, err)
+	}
+	notice := "Webhook " + str(cfg["id"]) + " saved as version " + num(cfg["version"])
+	if created != nil {
+		// The new secret is shown once, in this answer only.
+		return c.render(fc, s, fiber.StatusOK, "webhook-secret", map[string]any{"notice": notice, "secret": created, "config": cfg}, nil)
+	}
+	return c.done(fc, s, "/webhooks", notice, nil)
+}
+
+// formProblem shows the form again with the API's problem.
+func (c *Console) formProblem(fc *fiber.Ctx, s *session, f *webhookForm, err error) error {
+	var pe *apiError
+	if !errors.As(err, &pe) {
+		return c.done(fc, s, "/webhooks", "", err)
+	}
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	f.Refs = c.secretRefs(ctx, s)
+	f.Errors = map[string][]string{}
+	summary := pe.Title
+	if pe.Detail != "" {
+		summary += ": " + pe.Detail
+	}
+	f.General = append(f.General, summary)
+	for _, fe := range pe.Errors {
+		if k := formField(fe.Field); k != "" {
+			f.Errors[k] = append(f.Errors[k], fe.Message)
+			continue
+		}
+		f.General = append(f.General, fe.Field+": "+fe.Message)
+	}
+	return c.render(fc, s, pe.Status, "webhook-form", f, nil)
+}
+
+// formField is the form field that shows an API problem's field.
+func formField(apiField string) string {
+	switch {
+	case apiField == "name":
+		return "name"
+	case apiField == "settings.url":
+		return "url"
+	case apiField == "settings.triggers" || strings.HasPrefix(apiField, "settings.triggers["):
+		return "triggers"
+	case apiField == "settings.secret_ref":
+		return "secret_ref"
+	case apiField == "settings.retry.max_attempts":
+		return "max_attempts"
+	case apiField == "settings.retry.timeout_seconds":
+		return "timeout_seconds"
+	}
+	return ""
+}
+
+// archiveWebhookPage asks to confirm an archive.
+func (c *Console) archiveWebhookPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	cfg, err := c.webhookConfig(ctx, s, fc.Params("id"))
+	return c.show(fc, s, "webhook-archive", cfg, err)
+}
+
+// archiveWebhook archives through DELETE /v1/configs/:id, once confirmed.
+func (c *Console) archiveWebhook(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	if fc.FormValue("confirm") != "yes" {
+		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
+			&apiError{Status: 400, Title: "Bad Request", Detail: "Confirm the archive first"})
+	}
+	id := strings.Clone(fc.Params("id"))
+	err := c.call(ctx, s, http.MethodDelete, "/v1/configs/"+url.PathEscape(id), "", nil, nil)
+	return c.done(fc, s, "/webhooks", "Webhook "+id+" archived", err)
+}
+
+// pauseWebhook pauses through POST /v1/admin/webhooks/configs/:id/pause.
+func (c *Console) pauseWebhook(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	id := strings.Clone(fc.Params("id"))
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(id)+"/pause", "", nil, nil)
+	return c.done(fc, s, "/webhooks", "Webhook "+id+" paused", err)
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// num prints a JSON number as an integer ("" when absent).
+func num(v any) string {
+	f, ok := v.(float64)
+	if !ok {
+		return ""
+	}
+	return strconv.FormatInt(int64(f), 10)
+}
