@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +31,10 @@ const clusterWait = 2 * time.Minute
 type RedisClusterServer struct {
 	// URL is the cluster's --redis-url: redis+cluster://host:port,...
 	URL string
-	// Addrs are the masters the cluster was created with.
+	// Addrs are the masters the cluster was created with. The slice has
+	// no spare capacity, so clients given it as their seed list (go-redis
+	// appends the nodes it discovers to that slice) never write into an
+	// array they share.
 	Addrs []string
 	// Prefix is the test's own key prefix (a cluster has one database,
 	// which the tests of a binary share).
@@ -118,13 +122,28 @@ func (c *RedisClusterServer) Client(t testing.TB) *redis.ClusterClient {
 // with for master.
 func (c *RedisClusterServer) ReplicaOf(master string) string { return c.replicas[master] }
 
-// Kill stops the node at addr at once (SIGKILL), as a crash would.
+// Kill stops the node at addr at once (SIGKILL), as a crash would, and
+// returns once the process is gone.
 func (c *RedisClusterServer) Kill(addr string) error {
 	for _, n := range c.nodes {
-		if n.addr == addr {
-			killPIDFile(n.pidFile, syscall.SIGKILL)
-			return nil
+		if n.addr != addr {
+			continue
 		}
+		b, err := os.ReadFile(n.pidFile)
+		if err != nil {
+			return fmt.Errorf("kill %s: %w", addr, err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			return fmt.Errorf("kill %s: pid file holds %q", addr, b)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %s: %w", addr, err)
+		}
+		if !waitExit(pid, clusterWait) {
+			return fmt.Errorf("kill %s: process %d still running after %v", addr, pid, clusterWait)
+		}
+		return nil
 	}
 	return fmt.Errorf("no node %s in the cluster", addr)
 }
@@ -233,6 +252,7 @@ func startCluster(replicas int, nodeTimeout time.Duration) (_ *RedisClusterServe
 			return nil, fmt.Errorf("cluster node %s: %w", c.nodes[i].addr, err)
 		}
 	}
+	c.Addrs = slices.Clip(c.Addrs)
 	urlHosts := strings.Join(c.Addrs, ",")
 	c.URL = "redis+cluster://" + urlHosts
 	return c, nil
@@ -312,6 +332,9 @@ func startClusterNode(ctx context.Context, nodeTimeout time.Duration) (n *cluste
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
 			"--save", "", "--appendonly", "no",
+			// A replica's first sync starts at once, not after the
+			// default 5 s wait for more replicas.
+			"--repl-diskless-sync-delay", "0",
 			"--daemonize", "yes", "--pidfile", n.pidFile, "--logfile", logFile, "--dir", dir)
 		if err != nil {
 			return nil, err

@@ -193,6 +193,11 @@ func TestRedisCluster(t *testing.T) {
 		if !strings.HasPrefix(srv.URL, "redis+cluster://") || len(srv.Addrs) != 3 {
 			t.Fatalf("URL %q, masters %v", srv.URL, srv.Addrs)
 		}
+		// Clients append the nodes they discover to their seed slice:
+		// clients seeded with Addrs must not share room to append into.
+		if cap(srv.Addrs) != len(srv.Addrs) {
+			t.Fatalf("Addrs has capacity %d for %d masters, want none spare", cap(srv.Addrs), len(srv.Addrs))
+		}
 		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: srv.Addrs})
 		masters := map[string]bool{}
 		for i := range 30 {
