@@ -290,27 +290,35 @@ func TestSealRace(t *testing.T) {
 // TestClusterOneSlotPerProjection: on a Redis Cluster every key of one
 // projection key (meta, lock, indexes, buckets, sketches, dedupe sets)
 // hashes to one slot (CLUSTER KEYSLOT), different projection keys spread
-// over several slots, and Delete removes every key from every master.
+// over several slots of all three masters, and Delete removes every key
+// of each from whichever master holds it. Some projection keys hold glob
+// characters: the escaped pattern Delete scans with carries another hash
+// tag than the keys, so a SCAN routed by the pattern's tag (as go-redis
+// routes it) looks on the wrong master; only scanning every master finds
+// them.
 func TestClusterOneSlotPerProjection(t *testing.T) {
 	ctx := context.Background()
 	cl := testutil.RedisCluster(t)
 	rdb := cl.Client(t)
-	st := NewRedisState(rdb).WithPrefix(cl.Prefix + "slots:")
+	prefix := cl.Prefix + "slots:"
+	st := NewRedisState(rdb).WithPrefix(prefix)
 	e := mustEngine(t, mustConfig(t, fmt.Sprintf(propertyConfigs[0].yaml, 2)), EngineOptions{State: st})
 	facts := genStream(rand.New(rand.NewPCG(3, 3)), 60)
-	projections := []string{"acme:orders:f1", "acme:visits:f1", "globex:orders:f1", "initech:orders:f2", "umbrella:stock:f1", "hooli:orders:f1"}
+	projections := []string{"acme:orders:f1", "acme:visits:f1", "globex:orders:f1", "initech:orders:f2", "umbrella:stock:f1", "hooli:orders:f1",
+		"acme:orders[eu]:f1", "globex:*:f1", "initech:or?ders:f2", `hooli:a\b:f1`}
 	for _, key := range projections {
 		if _, err := e.ProcessIncrementalBatch(ctx, facts, &ProcessOptions{ProjectionKey: key}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	all := func() []string {
+	// perMaster lists the keys under the prefix on each master.
+	perMaster := func() map[string][]string {
 		var mu sync.Mutex
-		var keys []string
+		keys := map[string][]string{}
 		err := rdb.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			ks, err := n.Keys(ctx, cl.Prefix+"slots:*").Result()
+			ks, err := n.Keys(ctx, prefix+"*").Result()
 			mu.Lock()
-			keys = append(keys, ks...)
+			keys[n.Options().Addr] = append(keys[n.Options().Addr], ks...)
 			mu.Unlock()
 			return err
 		})
@@ -319,25 +327,35 @@ func TestClusterOneSlotPerProjection(t *testing.T) {
 		}
 		return keys
 	}
-	slotsOf := map[string]map[int64]int{} // projection -> slot -> keys
-	for _, k := range all() {
-		proj := ""
-		for _, p := range projections {
-			if strings.HasPrefix(k, cl.Prefix+"slots:{"+p+"}") {
-				proj = p
-			}
-		}
-		if proj == "" {
-			t.Fatalf("key %q belongs to no projection", k)
-		}
-		slot, err := rdb.ClusterKeySlot(ctx, k).Result()
+	masterOf := func(key string) string {
+		n, err := rdb.MasterForKey(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slotsOf[proj] == nil {
-			slotsOf[proj] = map[int64]int{}
+		return n.Options().Addr
+	}
+	before := perMaster()
+	slotsOf := map[string]map[int64]int{} // projection -> slot -> keys
+	for _, keys := range before {
+		for _, k := range keys {
+			proj := ""
+			for _, p := range projections {
+				if strings.HasPrefix(k, prefix+"{"+p+"}") {
+					proj = p
+				}
+			}
+			if proj == "" {
+				t.Fatalf("key %q belongs to no projection", k)
+			}
+			slot, err := rdb.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slotsOf[proj] == nil {
+				slotsOf[proj] = map[int64]int{}
+			}
+			slotsOf[proj][slot]++
 		}
-		slotsOf[proj][slot]++
 	}
 	distinct := map[int64]bool{}
 	for _, p := range projections {
@@ -354,12 +372,32 @@ func TestClusterOneSlotPerProjection(t *testing.T) {
 	if len(distinct) < len(projections)/2 {
 		t.Errorf("%d projections share %d slots, want them spread", len(projections), len(distinct))
 	}
+	for _, m := range cl.Addrs {
+		if len(before[m]) == 0 {
+			t.Fatalf("no keys on master %s: want keys on all three", m)
+		}
+	}
+	// The test shows something only if a pattern's own hash tag leads to
+	// another master than its keys'.
+	misrouted := 0
+	for _, p := range projections {
+		pattern := globEscape(prefix+"{"+p+"}") + ":*"
+		if masterOf(pattern) != masterOf(prefix+"{"+p+"}") {
+			misrouted++
+		}
+	}
+	if misrouted == 0 {
+		t.Fatal("every Delete pattern's hash tag is on its keys' master; the glob keys show nothing")
+	}
+
 	for _, p := range projections {
 		if err := st.Delete(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if left := all(); len(left) != 0 {
-		t.Fatalf("after Delete, keys left: %v", left)
+	for m, left := range perMaster() {
+		if len(left) != 0 {
+			t.Errorf("after Delete, %d of %d keys left on master %s: %v", len(left), len(before[m]), m, left[:min(5, len(left))])
+		}
 	}
 }
