@@ -2,10 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/factline/factline/host/gateway"
 	"github.com/factline/factline/host/ratelimit"
@@ -23,29 +19,13 @@ func newLimiter(_ context.Context, cfg Config) (gateway.RateLimiter, limiterPart
 		m := ratelimit.NewMemory(ratelimit.MemoryOptions{})
 		return m, limiterParts{check: gateway.HealthCheck{Name: "ratelimit", Check: m.Check}, close: func() error { return nil }}, nil
 	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	rc, err := parseRedisURL(cfg.RedisURL)
 	if err != nil {
-		return nil, limiterParts{}, fmt.Errorf("redis url: %w", err)
-	}
-	// A limiter sits on the request path: when Redis is down, fail fast
-	// (open or closed) instead of retrying for most of a second.
-	if opt.MaxRetries == 0 {
-		opt.MaxRetries = 1
-	}
-	opt.DialerRetries = 1
-	if opt.DialTimeout == 0 || opt.DialTimeout > time.Second {
-		opt.DialTimeout = 500 * time.Millisecond
-	}
-	if opt.ReadTimeout == 0 || opt.ReadTimeout > time.Second {
-		opt.ReadTimeout = 500 * time.Millisecond
-	}
-	if opt.WriteTimeout == 0 || opt.WriteTimeout > time.Second {
-		opt.WriteTimeout = 500 * time.Millisecond
+		return nil, limiterParts{}, err
 	}
 	// The limiter bounds each call through its context
-	// (RedisOptions.CallTimeout), which go-redis honours only when told to.
-	opt.ContextTimeoutEnabled = true
-	client := redis.NewClient(opt)
+	// (RedisOptions.CallTimeout) and fails fast when Redis is down.
+	client := rc.failFast().client()
 	l := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: cfg.RateLimitFailOpen, Logger: cfg.Logger})
 	mode := "fail-closed"
 	if cfg.RateLimitFailOpen {

@@ -2,9 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/factline/factline/host/projection"
 	"github.com/factline/factline/host/projector"
@@ -27,11 +24,11 @@ func (a *App) newProjector(_ context.Context) (*projector.Service, error) {
 	var state projection.CachedState
 	var marker projector.Marker // in process unless on Redis
 	if a.cfg.RedisURL != "" {
-		opt, err := redis.ParseURL(a.cfg.RedisURL)
+		rc, err := parseRedisURL(a.cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("redis url: %w", err)
+			return nil, err
 		}
-		client := redis.NewClient(opt)
+		client := rc.client()
 		a.closers = append(a.closers, func() { _ = client.Close() })
 		rs := projection.NewRedisState(client)
 		a.closers = append(a.closers, func() { _ = rs.Close() }) // before the client's

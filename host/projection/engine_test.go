@@ -369,6 +369,7 @@ func TestProcessMaterializes(t *testing.T) {
 					t.Fatalf("storage version %d, want %d", v, sv)
 				}
 				keys, _ := st.Keys(ctx, "p")
+				keys = plainKeys(kind.name, keys)
 				wantKeys := "[test:p]"
 				if sv == 2 {
 					wantKeys = "[test:p:day:2024-02-29 test:p:day:2024-03-01]"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,10 @@ var stateKinds = []struct {
 }{
 	{"memory", func(testing.TB) CachedState { return NewMemoryState() }},
 	{"redis", func(t testing.TB) CachedState { return NewRedisState(redisClient(t)).WithPrefix("test:") }},
+	{"redis-cluster", func(t testing.TB) CachedState {
+		cl := testutil.RedisCluster(t)
+		return NewRedisState(cl.Client(t)).WithPrefix(cl.Prefix + "test:")
+	}},
 }
 
 // clock is a controllable clock.
@@ -130,3 +135,17 @@ func fact(id, typ string, ts int64, data map[string]any) Fact {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// plainKeys writes the keys of the redis-cluster state kind as the redis
+// kind has them: without the test's cluster prefix and hash-tag braces.
+func plainKeys(kind string, keys []string) []string {
+	if kind != "redis-cluster" {
+		return keys
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		_, k, _ = strings.Cut(k, ":")
+		out[i] = strings.NewReplacer("{", "", "}", "").Replace(k)
+	}
+	return out
+}

@@ -23,8 +23,11 @@ import (
 // time. Format 1 (one blob) updates are optimistic transactions
 // (WATCH/MULTI) that rewrite the blob.
 //
-// It needs a standalone Redis (or a Cluster with the whole prefix in one
-// hash slot, such as "{tenant:projection}:"), Redis 5 or later.
+// It takes a standalone Redis or a Redis Cluster, Redis 5 or later. On a
+// Cluster (a *redis.ClusterClient) every key of one projection key shares
+// the hash tag {key} (see clusterBase), so each script and transaction
+// touches one slot while different projections spread over the slots;
+// deleting by pattern scans every master.
 //
 // Materialized queries keep decoded buckets in process and read again only
 // those Redis reports changed: with a RESP3 *redis.Client on Redis 6.2 or
@@ -43,6 +46,8 @@ type redisRoot struct {
 	id     string
 	mu     sync.Mutex
 	loaded bool
+	// cluster: the client is a Redis Cluster's, so keys carry hash tags.
+	cluster bool
 	// cache is the query cache (see redis_query.go), made once on first
 	// use; nil when the client cannot track.
 	cacheOnce sync.Once
@@ -56,7 +61,8 @@ type redisRoot struct {
 func NewRedisState(rdb redis.UniversalClient) *RedisState {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &RedisState{rdb: rdb, root: &redisRoot{id: "redis" + hex.EncodeToString(b[:])}}
+	_, cluster := rdb.(*redis.ClusterClient)
+	return &RedisState{rdb: rdb, root: &redisRoot{id: "redis" + hex.EncodeToString(b[:]), cluster: cluster}}
 }
 
 // WithPrefix returns a view of the same state whose keys all start with
@@ -70,7 +76,42 @@ func (r *RedisState) id() string { return r.root.id + "\x00" + r.prefix }
 
 type rkeys struct{ base string }
 
-func (r *RedisState) keys(key string) rkeys        { return rkeys{base: r.prefix + key} }
+func (r *RedisState) keys(key string) rkeys {
+	if r.root.cluster {
+		return rkeys{base: clusterBase(r.prefix, key)}
+	}
+	return rkeys{base: r.prefix + key}
+}
+
+// clusterBase is the base of a projection key's keys on a Redis Cluster:
+// the key as a hash tag, prefix{key}, so that all of them (which the
+// scripts derive from the base) hash to one slot, a slot per projection.
+// A prefix that holds a hash tag of its own keeps it (one slot for the
+// whole prefix, as the operator chose).
+func clusterBase(prefix, key string) string {
+	if hashTag(prefix) != "" {
+		return prefix + key
+	}
+	if key == "" || key[0] == '}' {
+		key = "_" + key // "{}" is no hash tag
+	}
+	return prefix + "{" + key + "}"
+}
+
+// hashTag returns the hash tag of a Redis Cluster key: what lies between
+// the first '{' and the next '}', when not empty.
+func hashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return key[i+1 : i+1+j]
+}
+
 func (k rkeys) meta() string                       { return k.base + ":meta" }
 func (k rkeys) lock() string                       { return k.base + ":lock" }
 func (k rkeys) index(w Window) string              { return k.base + ":index:" + string(w) }
@@ -205,14 +246,41 @@ func (r *RedisState) Delete(ctx context.Context, key string) error {
 	return r.deleteMatching(ctx, globEscape(k.base)+":*")
 }
 
-// deleteMatching deletes the keys matching a SCAN pattern.
+// deleteMatching deletes the keys matching a SCAN pattern; on a Cluster,
+// on every master (SCAN sees one node's keys).
 func (r *RedisState) deleteMatching(ctx context.Context, pattern string) error {
-	iter := r.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	if c, ok := r.rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			if err := deleteScanned(ctx, node, pattern, true); err != nil {
+				return fmt.Errorf("projection: delete %s on %s: %w", pattern, node.Options().Addr, err)
+			}
+			return nil
+		})
+	}
+	return deleteScanned(ctx, r.rdb, pattern, false)
+}
+
+// deleteScanned deletes the keys matching pattern that a SCAN of c finds.
+// A Cluster node (perKey) refuses a DEL of keys in several slots: one
+// DEL per key there, pipelined.
+func deleteScanned(ctx context.Context, c redis.UniversalClient, pattern string, perKey bool) error {
+	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	del := func(keys []string) error {
+		if !perKey {
+			return c.Del(ctx, keys...).Err()
+		}
+		pipe := c.Pipeline()
+		for _, k := range keys {
+			pipe.Del(ctx, k)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
 	var batch []string
 	for iter.Next(ctx) {
 		batch = append(batch, iter.Val())
 		if len(batch) >= 500 {
-			if err := r.rdb.Del(ctx, batch...).Err(); err != nil {
+			if err := del(batch); err != nil {
 				return err
 			}
 			batch = batch[:0]
@@ -222,7 +290,7 @@ func (r *RedisState) deleteMatching(ctx context.Context, pattern string) error {
 		return err
 	}
 	if len(batch) > 0 {
-		return r.rdb.Del(ctx, batch...).Err()
+		return del(batch)
 	}
 	return nil
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/factline/factline/internal/testutil"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestConcurrentEngines runs two engines, each with its own Redis client,
@@ -15,92 +19,103 @@ import (
 // with one engine processing the whole stream alone.
 func TestConcurrentEngines(t *testing.T) {
 	t.Parallel()
-	for _, split := range []string{"disjoint halves", "both the whole stream"} {
-		for _, sv := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%s/v%d", split, sv), func(t *testing.T) {
-				t.Parallel()
-				ctx := context.Background()
-				r := rand.New(rand.NewPCG(7, uint64(sv)))
-				n := 1200
-				if sv == 1 {
-					n = 300 // every format-1 write rewrites the blob
-				}
-				facts := deliver(r, genStream(r, n))
-				cfg := mustConfig(t, fmt.Sprintf(propertyConfigs[0].yaml, sv))
-				first := redisClient(t)
-				newState := func() *RedisState {
-					return NewRedisState(anotherClient(t, first)).WithPrefix("conc:")
-				}
-				var halves [2][]Fact
-				for i, f := range facts {
-					if split == "disjoint halves" {
-						halves[i%2] = append(halves[i%2], f)
-					} else {
-						halves[0], halves[1] = facts, facts
+	for _, backend := range []string{"redis", "redis-cluster"} {
+		for _, split := range []string{"disjoint halves", "both the whole stream"} {
+			for _, sv := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%s/%s/v%d", backend, split, sv), func(t *testing.T) {
+					t.Parallel()
+					ctx := context.Background()
+					r := rand.New(rand.NewPCG(7, uint64(sv)))
+					n := 1200
+					if sv == 1 {
+						n = 300 // every format-1 write rewrites the blob
 					}
-				}
-				var wg sync.WaitGroup
-				errs := make([]error, 2)
-				for w := 0; w < 2; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						clk := newClock(time.UnixMilli(facts[0].Timestamp))
-						e := mustEngine(t, cfg, EngineOptions{State: newState(), Now: clk.Now})
-						rr := rand.New(rand.NewPCG(uint64(w), 1))
-						part := halves[w]
-						for i := 0; i < len(part); {
-							k := 1 + rr.IntN(40)
-							chunk := part[i:min(i+k, len(part))]
-							i += len(chunk)
-							clk.Set(time.UnixMilli(chunk[len(chunk)-1].Timestamp))
-							if _, err := e.ProcessIncrementalBatch(ctx, chunk, &ProcessOptions{ProjectionKey: "k"}); err != nil {
-								errs[w] = err
-								return
-							}
+					facts := deliver(r, genStream(r, n))
+					cfg := mustConfig(t, fmt.Sprintf(propertyConfigs[0].yaml, sv))
+					// Each engine has a client of its own, as two processes would.
+					var newState func() *RedisState
+					if backend == "redis" {
+						first := redisClient(t)
+						newState = func() *RedisState {
+							return NewRedisState(anotherClient(t, first)).WithPrefix("conc:")
 						}
-					}()
-				}
-				wg.Wait()
-				if errs[0] != nil || errs[1] != nil {
-					t.Fatal(errs)
-				}
+					} else {
+						cl := testutil.RedisCluster(t)
+						newState = func() *RedisState {
+							return NewRedisState(cl.Client(t)).WithPrefix(cl.Prefix + "conc:")
+						}
+					}
+					var halves [2][]Fact
+					for i, f := range facts {
+						if split == "disjoint halves" {
+							halves[i%2] = append(halves[i%2], f)
+						} else {
+							halves[0], halves[1] = facts, facts
+						}
+					}
+					var wg sync.WaitGroup
+					errs := make([]error, 2)
+					for w := 0; w < 2; w++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							clk := newClock(time.UnixMilli(facts[0].Timestamp))
+							e := mustEngine(t, cfg, EngineOptions{State: newState(), Now: clk.Now})
+							rr := rand.New(rand.NewPCG(uint64(w), 1))
+							part := halves[w]
+							for i := 0; i < len(part); {
+								k := 1 + rr.IntN(40)
+								chunk := part[i:min(i+k, len(part))]
+								i += len(chunk)
+								clk.Set(time.UnixMilli(chunk[len(chunk)-1].Timestamp))
+								if _, err := e.ProcessIncrementalBatch(ctx, chunk, &ProcessOptions{ProjectionKey: "k"}); err != nil {
+									errs[w] = err
+									return
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					if errs[0] != nil || errs[1] != nil {
+						t.Fatal(errs)
+					}
 
-				// One engine alone, in another namespace.
-				clk := newClock(time.UnixMilli(facts[0].Timestamp))
-				alone := mustEngine(t, cfg, EngineOptions{State: newState().WithPrefix("alone:"), Now: clk.Now})
-				for i := 0; i < len(facts); i += 50 {
-					chunk := facts[i:min(i+50, len(facts))]
-					clk.Set(time.UnixMilli(chunk[len(chunk)-1].Timestamp))
-					if _, err := alone.ProcessIncrementalBatch(ctx, chunk, &ProcessOptions{ProjectionKey: "k"}); err != nil {
-						t.Fatal(err)
+					// One engine alone, in another namespace.
+					clk := newClock(time.UnixMilli(facts[0].Timestamp))
+					alone := mustEngine(t, cfg, EngineOptions{State: newState().WithPrefix("alone:"), Now: clk.Now})
+					for i := 0; i < len(facts); i += 50 {
+						chunk := facts[i:min(i+50, len(facts))]
+						clk.Set(time.UnixMilli(chunk[len(chunk)-1].Timestamp))
+						if _, err := alone.ProcessIncrementalBatch(ctx, chunk, &ProcessOptions{ProjectionKey: "k"}); err != nil {
+							t.Fatal(err)
+						}
 					}
-				}
-				end := time.UnixMilli(facts[len(facts)-1].Timestamp).AddDate(0, 2, 0)
-				clk.Set(end)
-				shared := mustEngine(t, cfg, EngineOptions{State: newState(), Now: func() time.Time { return end }, Source: SliceSource(facts)})
-				for _, e := range []*Engine{alone, shared} {
-					if _, err := e.Rollup(ctx, "k", nil); err != nil {
-						t.Fatal(err)
+					end := time.UnixMilli(facts[len(facts)-1].Timestamp).AddDate(0, 2, 0)
+					clk.Set(end)
+					shared := mustEngine(t, cfg, EngineOptions{State: newState(), Now: func() time.Time { return end }, Source: SliceSource(facts)})
+					for _, e := range []*Engine{alone, shared} {
+						if _, err := e.Rollup(ctx, "k", nil); err != nil {
+							t.Fatal(err)
+						}
 					}
-				}
-				for _, q := range []QueryOptions{{}, {Aggregate: true}, {Aggregate: true, From: facts[0].Timestamp + 7*msHour}} {
-					a, err := alone.Query(ctx, "k", q)
-					if err != nil {
-						t.Fatal(err)
+					for _, q := range []QueryOptions{{}, {Aggregate: true}, {Aggregate: true, From: facts[0].Timestamp + 7*msHour}} {
+						a, err := alone.Query(ctx, "k", q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, err := shared.Query(ctx, "k", q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if js(a) != js(b) {
+							t.Fatalf("query %+v: two engines\n%s\none engine\n%s", q, js(b), js(a))
+						}
 					}
-					b, err := shared.Query(ctx, "k", q)
-					if err != nil {
-						t.Fatal(err)
+					if v, err := shared.Verify(ctx, "k", QueryOptions{Aggregate: true}); err != nil || !v.Consistent {
+						t.Fatalf("verify: %v %v", err, v.Drift)
 					}
-					if js(a) != js(b) {
-						t.Fatalf("query %+v: two engines\n%s\none engine\n%s", q, js(b), js(a))
-					}
-				}
-				if v, err := shared.Verify(ctx, "k", QueryOptions{Aggregate: true}); err != nil || !v.Consistent {
-					t.Fatalf("verify: %v %v", err, v.Drift)
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -269,5 +284,120 @@ func TestSealRace(t *testing.T) {
 	}
 	if v, err := e.Verify(ctx, "s", QueryOptions{Aggregate: true}); err != nil || !v.Consistent {
 		t.Fatalf("verify: %v %v", err, v.Drift)
+	}
+}
+
+// TestClusterOneSlotPerProjection: on a Redis Cluster every key of one
+// projection key (meta, lock, indexes, buckets, sketches, dedupe sets)
+// hashes to one slot (CLUSTER KEYSLOT), different projection keys spread
+// over several slots of all three masters, and Delete removes every key
+// of each from whichever master holds it. Some projection keys hold glob
+// characters: the escaped pattern Delete scans with carries another hash
+// tag than the keys, so a SCAN routed by the pattern's tag (as go-redis
+// routes it) looks on the wrong master; only scanning every master finds
+// them.
+func TestClusterOneSlotPerProjection(t *testing.T) {
+	ctx := context.Background()
+	cl := testutil.RedisCluster(t)
+	rdb := cl.Client(t)
+	prefix := cl.Prefix + "slots:"
+	st := NewRedisState(rdb).WithPrefix(prefix)
+	e := mustEngine(t, mustConfig(t, fmt.Sprintf(propertyConfigs[0].yaml, 2)), EngineOptions{State: st})
+	facts := genStream(rand.New(rand.NewPCG(3, 3)), 60)
+	projections := []string{"acme:orders:f1", "acme:visits:f1", "globex:orders:f1", "initech:orders:f2", "umbrella:stock:f1", "hooli:orders:f1",
+		"acme:orders[eu]:f1", "globex:*:f1", "initech:or?ders:f2", `hooli:a\b:f1`}
+	for _, key := range projections {
+		if _, err := e.ProcessIncrementalBatch(ctx, facts, &ProcessOptions{ProjectionKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// perMaster lists the keys under the prefix on each master.
+	perMaster := func() map[string][]string {
+		var mu sync.Mutex
+		keys := map[string][]string{}
+		err := rdb.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			ks, err := n.Keys(ctx, prefix+"*").Result()
+			mu.Lock()
+			keys[n.Options().Addr] = append(keys[n.Options().Addr], ks...)
+			mu.Unlock()
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	masterOf := func(key string) string {
+		n, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Options().Addr
+	}
+	before := perMaster()
+	slotsOf := map[string]map[int64]int{} // projection -> slot -> keys
+	for _, keys := range before {
+		for _, k := range keys {
+			proj := ""
+			for _, p := range projections {
+				if strings.HasPrefix(k, prefix+"{"+p+"}") {
+					proj = p
+				}
+			}
+			if proj == "" {
+				t.Fatalf("key %q belongs to no projection", k)
+			}
+			slot, err := rdb.ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slotsOf[proj] == nil {
+				slotsOf[proj] = map[int64]int{}
+			}
+			slotsOf[proj][slot]++
+		}
+	}
+	distinct := map[int64]bool{}
+	for _, p := range projections {
+		if len(slotsOf[p]) != 1 {
+			t.Fatalf("projection %s: keys in slots %v, want one slot", p, slotsOf[p])
+		}
+		for slot, n := range slotsOf[p] {
+			if n < 5 {
+				t.Fatalf("projection %s: %d keys, want its meta, index, buckets and dedupe sets", p, n)
+			}
+			distinct[slot] = true
+		}
+	}
+	if len(distinct) < len(projections)/2 {
+		t.Errorf("%d projections share %d slots, want them spread", len(projections), len(distinct))
+	}
+	for _, m := range cl.Addrs {
+		if len(before[m]) == 0 {
+			t.Fatalf("no keys on master %s: want keys on all three", m)
+		}
+	}
+	// The test shows something only if a pattern's own hash tag leads to
+	// another master than its keys'.
+	misrouted := 0
+	for _, p := range projections {
+		pattern := globEscape(prefix+"{"+p+"}") + ":*"
+		if masterOf(pattern) != masterOf(prefix+"{"+p+"}") {
+			misrouted++
+		}
+	}
+	if misrouted == 0 {
+		t.Fatal("every Delete pattern's hash tag is on its keys' master; the glob keys show nothing")
+	}
+
+	for _, p := range projections {
+		if err := st.Delete(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m, left := range perMaster() {
+		if len(left) != 0 {
+			t.Errorf("after Delete, %d of %d keys left on master %s: %v", len(left), len(before[m]), m, left[:min(5, len(left))])
+		}
 	}
 }

@@ -65,11 +65,19 @@ func TestLeaseDecisionsMatchUnleased(t *testing.T) {
 // exceeded, and at most the leases the processes still hold go unused.
 func TestLeaseNeverExceedsGrant(t *testing.T) {
 	t.Parallel()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			leaseNeverExceedsGrant(t, b)
+		})
+	}
+}
+
+func leaseNeverExceedsGrant(t *testing.T, b backend) {
 	clk := newClock()
-	url := redisURL(t)
 	var lims [2]*ratelimit.Redis
 	for i := range lims {
-		lims[i] = ratelimit.NewRedisAt(redisClientOn(t, url), ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
+		lims[i] = ratelimit.NewRedisAt(b.client(t), ratelimit.RedisOptions{CallTimeout: patient, Prefix: b.prefix}, clk.Now)
 	}
 	const rpm, total, perProcess = 20_000, 30_000, 16
 	most := rpm / 1000

@@ -67,3 +67,22 @@ func ctx(t testing.TB) context.Context {
 // test machine busy with other packages can exceed without anything
 // being wrong.
 const patient = 5 * time.Second
+
+// backend is a Redis deployment the limiter runs on: client returns a new
+// client each call (as separate processes would have), prefix is the
+// test's key prefix there ("" for the default).
+type backend struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+	prefix string
+}
+
+// backends are one Redis and a Redis Cluster.
+func backends(t *testing.T) []backend {
+	url := redisURL(t)
+	cl := testutil.RedisCluster(t)
+	return []backend{
+		{"redis", func(t *testing.T) redis.UniversalClient { return redisClientOn(t, url) }, ""},
+		{"redis-cluster", func(t *testing.T) redis.UniversalClient { return cl.Client(t) }, cl.Prefix + "rl:"},
+	}
+}

@@ -205,6 +205,25 @@ func (r *Redis) script(ctx context.Context, key string, rpm, n int) (scriptResul
 	return res, err
 }
 
+// reloadSlots has a Redis Cluster client reload the cluster's slot map
+// (in the background) after a call failed in a way a failover explains:
+// the node did not answer (a connection error or a timeout), or the
+// cluster said it is down or moving. Left alone, the client keeps sending
+// the key's slot to a dead master until its periodic reload (every
+// minute by default), long after a replica took over; MOVED replies it
+// follows itself. Reloads are coalesced by the client, and the breaker
+// keeps a failing cluster from being asked more than once per cooldown.
+func (r *Redis) reloadSlots(err error) {
+	c, ok := r.client.(*redis.ClusterClient)
+	if !ok || errors.Is(err, context.Canceled) {
+		return
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) || redis.IsClusterDownError(err) || redis.IsTryAgainError(err) || redis.IsMasterDownError(err) {
+		c.ReloadState(context.Background())
+	}
+}
+
 func (r *Redis) runScript(ctx context.Context, key string, rpm, n int) (scriptResult, error) {
 	now := ""
 	if r.now != nil {
@@ -212,6 +231,7 @@ func (r *Redis) runScript(ctx context.Context, key string, rpm, n int) (scriptRe
 	}
 	res, err := gcraScript.Run(ctx, r.client, []string{key}, rpm, interval(rpm), now, n).Int64Slice()
 	if err != nil {
+		r.reloadSlots(err)
 		return scriptResult{}, err
 	}
 	if len(res) != 4 || res[0] < 0 || res[0] > int64(n) {

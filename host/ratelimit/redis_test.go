@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -21,7 +22,7 @@ import (
 )
 
 // serverTime is Redis' clock in microseconds.
-func serverTime(t *testing.T, c *redis.Client) int64 {
+func serverTime(t *testing.T, c redis.UniversalClient) int64 {
 	t.Helper()
 	now, err := c.Time(ctx(t)).Result()
 	if err != nil {
@@ -121,23 +122,37 @@ func TestRedisPrefix(t *testing.T) {
 }
 
 // TestRedisTwoProcesses: two limiters with their own clients, as two
-// gateway processes would have, share one limit exactly.
+// gateway processes would have, share one limit exactly, on one Redis and
+// on a Redis Cluster.
 func TestRedisTwoProcesses(t *testing.T) {
 	t.Parallel()
-	opts, err := redis.ParseURL(redisURL(t))
-	if err != nil {
-		t.Fatal(err)
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			twoProcesses(t, b)
+		})
 	}
-	var clients [2]*redis.Client
+}
+
+func twoProcesses(t *testing.T, b backend) {
+	var clients [2]redis.UniversalClient
 	var lims [2]*ratelimit.Redis
 	for i := range clients {
-		o := *opts
-		clients[i] = redis.NewClient(&o)
-		t.Cleanup(func() { clients[i].Close() })
-		lims[i] = ratelimit.NewRedis(clients[i], ratelimit.RedisOptions{CallTimeout: patient})
+		clients[i] = b.client(t)
+		lims[i] = ratelimit.NewRedis(clients[i], ratelimit.RedisOptions{CallTimeout: patient, Prefix: b.prefix})
 		if err := clients[i].Ping(ctx(t)).Err(); err != nil { // connect outside the timed span
 			t.Fatal(err)
 		}
+	}
+	key := cmp.Or(b.prefix, ratelimit.DefaultPrefix) + "shared"
+	// The server whose clock decides: the one holding the key.
+	server := clients[0]
+	if c, ok := server.(*redis.ClusterClient); ok {
+		m, err := c.MasterForKey(ctx(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server = m
 	}
 	const rpm, total, perProcess = 60, 500, 8
 	var (
@@ -169,12 +184,12 @@ func TestRedisTwoProcesses(t *testing.T) {
 			}()
 		}
 	}
-	serverStart := serverTime(t, clients[0])
+	serverStart := serverTime(t, server)
 	begin := time.Now()
 	close(start)
 	wg.Wait()
 	elapsed := time.Since(begin)
-	serverEnd := serverTime(t, clients[0])
+	serverEnd := serverTime(t, server)
 	allowed := passed.Load()
 
 	// GCRA lets the burst of 60 through at once and then one request per
@@ -193,7 +208,7 @@ func TestRedisTwoProcesses(t *testing.T) {
 	// first request's arrival, so TAT − allowed·1 s is that arrival, which
 	// lies within the run. (The TAT never fell behind the clock: after the
 	// burst it was a minute ahead.)
-	tat, err := clients[1].Get(c, ratelimit.DefaultPrefix+"shared").Int64()
+	tat, err := clients[1].Get(c, key).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}

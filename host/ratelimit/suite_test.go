@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/factline/factline/host/ratelimit"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // impl is one Limiter implementation built on a clock the test controls.
@@ -20,6 +21,8 @@ type impl struct {
 
 func impls(t *testing.T) []impl {
 	client := redisClient(t)
+	cluster := testutil.RedisCluster(t)
+	clusterClient := cluster.Client(t)
 	return []impl{
 		{"memory", func(_ *testing.T, clk *clock) ratelimit.Limiter {
 			return ratelimit.NewMemory(ratelimit.MemoryOptions{Now: clk.Now})
@@ -27,6 +30,9 @@ func impls(t *testing.T) []impl {
 		{"redis", func(t *testing.T, clk *clock) ratelimit.Limiter {
 			// A prefix per subtest keeps parallel subtests apart.
 			return ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":"}, clk.Now)
+		}},
+		{"redis-cluster", func(t *testing.T, clk *clock) ratelimit.Limiter {
+			return ratelimit.NewRedisAt(clusterClient, ratelimit.RedisOptions{CallTimeout: patient, Prefix: cluster.Prefix + t.Name() + ":"}, clk.Now)
 		}},
 	}
 }

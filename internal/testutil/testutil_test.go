@@ -2,6 +2,7 @@ package testutil_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -177,5 +178,54 @@ func TestRedis(t *testing.T) {
 	}
 	if err := clients[1].Get(ctx, "k").Err(); err != redis.Nil {
 		t.Fatalf("GET k in the other database: %v, want redis.Nil", err)
+	}
+}
+
+// TestRedisCluster: the cluster forms with every slot served, a client
+// reaches all three masters, and a test's keys are gone after it.
+func TestRedisCluster(t *testing.T) {
+	ctx := context.Background()
+	var prefix string
+	var c *redis.ClusterClient
+	t.Run("use", func(t *testing.T) {
+		srv := testutil.RedisCluster(t)
+		prefix = srv.Prefix
+		if !strings.HasPrefix(srv.URL, "redis+cluster://") || len(srv.Addrs) != 3 {
+			t.Fatalf("URL %q, masters %v", srv.URL, srv.Addrs)
+		}
+		// Clients append the nodes they discover to their seed slice:
+		// clients seeded with Addrs must not share room to append into.
+		if cap(srv.Addrs) != len(srv.Addrs) {
+			t.Fatalf("Addrs has capacity %d for %d masters, want none spare", cap(srv.Addrs), len(srv.Addrs))
+		}
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: srv.Addrs})
+		masters := map[string]bool{}
+		for i := range 30 {
+			key := fmt.Sprintf("%sk%d", srv.Prefix, i)
+			if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			n, err := c.MasterForKey(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			masters[n.Options().Addr] = true
+		}
+		if len(masters) != 3 {
+			t.Errorf("30 keys landed on masters %v, want all three", masters)
+		}
+	})
+	if c == nil {
+		t.FailNow()
+	}
+	defer c.Close()
+	var left atomic.Int64 // masters are visited concurrently
+	err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		keys, err := n.Keys(ctx, prefix+"*").Result()
+		left.Add(int64(len(keys)))
+		return err
+	})
+	if err != nil || left.Load() != 0 {
+		t.Fatalf("%d keys of %s left after the test (err %v)", left.Load(), prefix, err)
 	}
 }
