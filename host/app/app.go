@@ -103,6 +103,9 @@ type Config struct {
 	// TracerProvider traces requests and the work their facts cause; nil:
 	// built from the OTEL_* environment (off unless it asks for OTLP).
 	TracerProvider trace.TracerProvider
+	// LagSampleInterval is how often the stream consumers' lag is sampled
+	// for GET /v1/admin/stream/history (default 5 s; an hour is kept).
+	LagSampleInterval time.Duration
 }
 
 func (c *Config) defaults() {
@@ -173,6 +176,8 @@ type App struct {
 	Subscriptions *subscription.Runner
 	Webhooks      *webhook.Service
 	Projections   *projector.Service
+	// LagHistory samples the stream consumers' lag while Run runs.
+	LagHistory *stream.LagHistory
 }
 
 // New opens the store and builds every part; it does not listen yet.
@@ -308,6 +313,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.mountDomainAdmin(a.Server)
 	a.Webhooks.Mount(a.Server)
 	a.Projections.Mount(a.Server)
+	a.LagHistory = a.newLagHistory()
+	a.mountOperatorReads(a.Server)
 	if err := a.mountConsole(authn); err != nil {
 		return nil, err
 	}
@@ -470,6 +477,9 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		a.Close()
 		return fmt.Errorf("start projections: %w", err)
 	}
+	go a.LagHistory.Run(bg, a.Store, a.lagEvery(), func(err error) {
+		a.cfg.Logger.Warn("sample stream lag", "err", err)
+	})
 	go a.pollDomainLayers(bg, domainPoll)
 	if a.cfg.Manifest != "" || len(a.cfg.Domains) > 0 {
 		go a.watchManifest(bg)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/auth"
+	"github.com/factline/factline/host/store"
 	"github.com/factline/factline/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/testutil"
 )
@@ -425,6 +427,113 @@ func TestBrowser(t *testing.T) {
 			if gi < 0 || xi < 0 || plotted.Data[1+gi][xi] == nil || *plotted.Data[1+gi][xi] != row["count"].(float64) {
 				t.Errorf("the chart has no point %v for %s at %s: %s", row["count"], group, row["bucket"], series)
 			}
+		}
+	})
+
+	t.Run("TenantAdminChartsDeliveryLatency", func(t *testing.T) {
+		// Attempts of a past window, appended as the worker records them.
+		from := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+		var items []store.Append
+		for i := 0; i < 40; i++ {
+			at := from.Add(time.Duration(i*i%360) * time.Minute).UnixMilli()
+			data := fmt.Sprintf(`{"delivery_id":"del_chart_%d","success":%t,"attempt":1,"response_time_ms":%d.25}`, i, i%4 != 0, 17+i*i*7%900)
+			items = append(items, store.Append{Fact: store.Fact{ID: fmt.Sprintf("fct_chart_sent_%02d", i), TenantID: "acme", Type: "webhook",
+				Subtype: "sent", Timestamp: at, Data: []byte(data), CreatedAt: at}})
+		}
+		if _, err := a.Store.AppendFacts(context.Background(), items); err != nil {
+			t.Fatal(err)
+		}
+		q := fmt.Sprintf("from=%d&to=%d&buckets=6", from.UnixMilli(), from.Add(6*time.Hour).UnixMilli())
+		want := apiCall(t, base, acmeAdmin, "GET", "/v1/webhooks/deliveries/stats?"+q, nil)["buckets"].([]any)
+		cell := func(v any) string {
+			if f, ok := v.(float64); ok {
+				return strconv.FormatFloat(f, 'f', -1, 64)
+			}
+			return ""
+		}
+		var table [][]string
+		var plotted string
+		var ok bool
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/delivery-stats?from=2024-03-01T00:00&to=2024-03-01T06:00&buckets=6"),
+			chromedp.WaitVisible("#latency-chart canvas", chromedp.ByQuery), chromedp.WaitVisible("#ratio-chart canvas", chromedp.ByQuery),
+			chromedp.AttributeValue("#latency-chart", "data-plotted", &plotted, &ok, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#stats-data tbody tr")].map(tr => [tr.dataset.x, ...[...tr.querySelectorAll("td[data-series]")].map(td => td.textContent)])`, &table),
+			shot("delivery-stats"))
+		if len(table) != len(want) || len(want) != 6 {
+			t.Fatalf("the page's table has %d rows, the API answered %d: %v", len(table), len(want), table)
+		}
+		var chart struct {
+			Series []string     `json:"series"`
+			Data   [][]*float64 `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(plotted), &chart); err != nil || !ok || len(chart.Data) != 3 {
+			t.Fatalf("the latency chart's data-plotted %q: %v", plotted, err)
+		}
+		attempts := 0
+		for i, w := range want {
+			b := w.(map[string]any)
+			attempts += int(b["attempts"].(float64))
+			wantRow := []string{cell(b["from"]), cell(b["attempts"]), cell(b["succeeded"]), cell(b["success_ratio"]), cell(b["p50_ms"]), cell(b["p99_ms"])}
+			if fmt.Sprint(table[i]) != fmt.Sprint(wantRow) {
+				t.Errorf("table row %d %v, API bucket %v", i, table[i], wantRow)
+			}
+			for j, k := range []string{"p50_ms", "p99_ms"} {
+				got := chart.Data[1+j][i]
+				if (got == nil) != (b[k] == nil) || got != nil && *got != b[k].(float64) || *chart.Data[0][i]*1000 != b["from"].(float64) {
+					t.Errorf("the chart plots %s %v at %v, the API says %v at %v", k, got, *chart.Data[0][i], b[k], b["from"])
+				}
+			}
+		}
+		if attempts != 40 {
+			t.Errorf("the API counts %d attempts in the window, want 40", attempts)
+		}
+	})
+
+	t.Run("OperatorSeesLagChartAndEveryTenantsProjections", func(t *testing.T) {
+		var consumers, columns []string
+		var plotted, problem, nav string
+		var ok bool
+		run(t, signIn(operator), chromedp.Navigate(base+"/console/stream"), chromedp.WaitVisible("#lag-chart canvas", chromedp.ByQuery),
+			chromedp.AttributeValue("#lag-chart", "data-plotted", &plotted, &ok, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#consumers tbody tr[data-consumer]")].map(tr => tr.dataset.consumer)`, &consumers),
+			chromedp.Evaluate(`[...document.querySelectorAll("#lag-data thead th")].slice(2).map(th => th.textContent)`, &columns),
+			shot("stream-lag"))
+		var chart struct {
+			Series []string     `json:"series"`
+			Data   [][]*float64 `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(plotted), &chart); err != nil || !ok || len(chart.Data) != 1+len(columns) || len(chart.Data[0]) == 0 {
+			t.Fatalf("the lag chart's data-plotted %q: %v", plotted, err)
+		}
+		// Samples taken since the start name consumers the table lists.
+		for _, c := range columns {
+			if !slices.Contains(consumers, c) {
+				t.Errorf("the lag chart has consumer %q, the table %v", c, consumers)
+			}
+		}
+		if fmt.Sprint(chart.Series) != fmt.Sprint(columns) {
+			t.Errorf("the chart plots %v, the table has columns %v", chart.Series, columns)
+		}
+
+		want := apiCall(t, base, operator, "GET", "/v1/admin/projections", nil)["items"].([]any)
+		var rows [][]string
+		run(t, signIn(operator), chromedp.Navigate(base+"/console/all-projections"),
+			chromedp.WaitVisible(`#all-projections tr[data-tenant="acme"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll("#all-projections tbody tr")].map(tr => [tr.dataset.tenant, tr.dataset.projection, tr.querySelector(".status").textContent, tr.querySelector(".ready").textContent])`, &rows),
+			shot("all-projections"))
+		if len(rows) != len(want) || len(want) == 0 {
+			t.Fatalf("the page lists %v, the API %v", rows, want)
+		}
+		for i, w := range want {
+			m := w.(map[string]any)
+			if r := rows[i]; r[0] != m["tenant"] || r[1] != m["config_id"] || r[2] != m["status"] || r[3] != fmt.Sprint(m["ready"]) {
+				t.Errorf("row %d %v, API %v", i, r, m)
+			}
+		}
+		run(t, signIn(acmeAdmin), text("nav", &nav), chromedp.Navigate(base+"/console/all-projections"),
+			chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &problem))
+		if strings.Contains(nav, "All projections") || !strings.Contains(problem, "403") {
+			t.Errorf("a tenant admin's nav %q, on /console/all-projections %q", nav, problem)
 		}
 	})
 

@@ -76,11 +76,16 @@ func New(opts Options) (*Console, error) {
 	funcs := template.FuncMap{
 		"ms": func(v any) string {
 			f, _ := v.(float64)
+			if n, ok := v.(int64); ok {
+				f = float64(n)
+			}
 			if f == 0 {
 				return ""
 			}
 			return time.UnixMilli(int64(f)).UTC().Format("2006-01-02 15:04:05Z")
 		},
+		"num":    num,
+		"series": seriesJSON,
 		"dur": func(v any) string {
 			f, _ := v.(float64)
 			return time.Duration(int64(f)).String()
@@ -115,6 +120,8 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Get("/plugins", c.auth(false, c.operatorOnly(c.pluginsPage)))
 	g.Get("/domain", c.auth(false, c.operatorOnly(c.domainPage)))
 	g.Get("/stream", c.auth(false, c.operatorOnly(c.streamPage)))
+	g.Get("/all-projections", c.auth(false, c.operatorOnly(c.allProjectionsPage)))
+	g.Get("/delivery-stats", c.auth(false, c.deliveryStatsPage))
 	g.Post("/plugins/upload", c.auth(true, c.operatorOnly(c.uploadPlugin)))
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
 	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))

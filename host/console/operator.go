@@ -19,7 +19,8 @@ func (c *Console) domainPage(fc *fiber.Ctx, s *session) error {
 }
 
 // streamPage shows the stream's head and each consumer's position and
-// lag from GET /v1/admin/stream, consumers by name.
+// lag from GET /v1/admin/stream, consumers by name, and their lag over
+// time from GET /v1/admin/stream/history.
 func (c *Console) streamPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
@@ -31,5 +32,11 @@ func (c *Console) streamPage(fc *fiber.Ctx, s *session) error {
 	sort.Slice(out.Consumers, func(i, j int) bool {
 		return fmt.Sprint(out.Consumers[i]["name"]) < fmt.Sprint(out.Consumers[j]["name"])
 	})
-	return c.show(fc, s, "stream", map[string]any{"head": out.Head, "consumers": out.Consumers}, err)
+	if err != nil {
+		return c.show(fc, s, "stream", nil, err)
+	}
+	// The lag over time, as this process sampled it.
+	names, rows, err := c.lagHistory(fc, s)
+	return c.show(fc, s, "stream", map[string]any{"head": out.Head, "consumers": out.Consumers,
+		"names": names, "series": seriesJSON(names...), "history": rows}, err)
 }

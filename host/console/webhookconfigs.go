@@ -302,11 +302,3 @@ func (c *Console) pauseWebhook(fc *fiber.Ctx, s *session) error {
 
 func str(v any) string { s, _ := v.(string); return s }
 
-// num prints a JSON number as an integer ("" when absent).
-func num(v any) string {
-	f, ok := v.(float64)
-	if !ok {
-		return ""
-	}
-	return strconv.FormatInt(int64(f), 10)
-}

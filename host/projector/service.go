@@ -475,6 +475,40 @@ func (s *Service) Statuses(tenant string) []Status {
 	return out
 }
 
+// TenantStatus is a projection of any tenant, for the operator.
+type TenantStatus struct {
+	Tenant string `json:"tenant"`
+	Status
+	// State is "ready" or "backfilling".
+	State string `json:"status"`
+}
+
+// AllStatuses lists the projections running for every tenant, by tenant
+// then config id.
+func (s *Service) AllStatuses() []TenantStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []TenantStatus{}
+	for r, t := range s.tracked {
+		if t.current == nil {
+			continue
+		}
+		st := TenantStatus{Tenant: r.tenant, Status: Status{ConfigID: r.id, Name: t.name, Version: t.current.version,
+			Ready: t.current.isReady(), Position: t.current.pos.Load(), ServingVersion: t.serving().version}, State: "backfilling"}
+		if st.Ready {
+			st.State = "ready"
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tenant != out[j].Tenant {
+			return out[i].Tenant < out[j].Tenant
+		}
+		return out[i].ConfigID < out[j].ConfigID
+	})
+	return out
+}
+
 // serving returns the runtime queries read: the current one once ready,
 // else an older ready one, else the current one.
 func (t *tracked) serving() *runtime {

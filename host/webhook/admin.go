@@ -31,6 +31,7 @@ import (
 //
 //	GET  /v1/webhooks/deliveries                           as the admin listing
 //	GET  /v1/webhooks/deliveries/:delivery_id              as the admin read
+//	GET  /v1/webhooks/deliveries/stats                     attempts, success ratio, p50/p99 response time over time (from, to, buckets)
 const (
 	adminPrefix = "/v1/admin/webhooks"
 	readPrefix  = "/v1/webhooks"
@@ -49,6 +50,8 @@ func (s *Service) Mount(srv *gateway.Server) {
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries", gateway.AdminKey, s.handleDeliveries)
 	srv.Mount(fiber.MethodGet, adminPrefix+"/deliveries/:delivery_id", gateway.AdminKey, s.handleDelivery)
 	// The same handlers: reading a tenant's deliveries is no admin act.
+	// Before /:delivery_id: a delivery id starts with del_, never "stats".
+	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries/stats", gateway.AnyKey, s.handleStats)
 	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries", gateway.AnyKey, s.handleDeliveries)
 	srv.Mount(fiber.MethodGet, readPrefix+"/deliveries/:delivery_id", gateway.AnyKey, s.handleDelivery)
 }
