@@ -301,4 +301,3 @@ func (c *Console) pauseWebhook(fc *fiber.Ctx, s *session) error {
 }
 
 func str(v any) string { s, _ := v.(string); return s }
-
