@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -591,7 +592,8 @@ func TestManyTenantsColdReads(t *testing.T) {
 		Runs: []*rtRun{rBare, rProd}}
 	rep.Setup = []string{
 		fmt.Sprintf("Server: the `factline` binary of this tree as its own process: `factline serve --database-url … --redis-url … "+
-			"--manifest gateway.yaml --ratelimit-fail-open=false`, default log level. The manifest has one route:\n\n```yaml\n%s```", getManifest(mtRPM)),
+			"--manifest gateway.yaml --ratelimit-fail-open=false`, default log level; %s The manifest has one route:\n\n```yaml\n%s```",
+			storePoolNote(env), getManifest(mtRPM)),
 		fmt.Sprintf("Data: %s tenants with one live API key each (`auth.CreateKey`), %s accounts, account `acct-NNNNNN` "+
 			"belonging to tenant NNNNNN mod 1,000 (100 per tenant), created through host/app before the server starts. "+
 			"wrk's Lua script picks an account uniformly for every request and sends its tenant's key: the entity cache "+
@@ -656,7 +658,7 @@ func TestPluginWrites(t *testing.T) {
 	rep.Setup = []string{
 		"Server: the `factline` binary of this tree as its own process: `factline serve --database-url … --domain " +
 			"manifests/domain.yaml --plugins-dir …` with the account ledger plugin (`plugins/account`, built with " +
-			"`GOOS=wasip1 -buildmode=c-shared`) and no Redis, default log level.",
+			"`GOOS=wasip1 -buildmode=c-shared`) and no Redis, default log level; " + storePoolNote(env),
 		fmt.Sprintf("Data: %s accounts of one tenant; every client sends one request at a time, clients on distinct "+
 			"accounts in any round; the runs start once the plugin answers. Deposit: `POST /v1/entities/acct-NNNNNN/deposit` with `{\"amount\":1.25}` (the plugin "+
 			"reads the snapshot and facts since, decides, the fact and the new snapshot are written). Baseline: raw "+
@@ -672,6 +674,13 @@ func TestPluginWrites(t *testing.T) {
 		rep.Failures = append(rep.Failures, "raw appends: "+rRaw.failed())
 	}
 	rep.finish(t, "plugin-writes", rRaw)
+}
+
+// storePoolNote says how large the server's store pool is.
+func storePoolNote(env *benchEnv) string {
+	return fmt.Sprintf("its store pool has its default size, %d connections (`--database-max-conns` 0: 16 per GOMAXPROCS "+
+		"%d, at most a quarter of the server's max_connections %s less superuser_reserved_connections %s).",
+		env.StorePool(), runtime.GOMAXPROCS(0), env.Setting("max_connections"), env.Setting("superuser_reserved_connections"))
 }
 
 // waitDeposit posts a deposit until it is recorded (201): /health
