@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -474,13 +475,17 @@ func (r *rtReport) markdown(base *rtRun) string {
 	}
 	w("Windows: %v warm-up (discarded), then %v measured, %d connections or clients; the load generator shares the "+
 		"machine's %d cores with the servers.\n\n", r.Params.Warmup, r.Params.Duration, r.Params.Clients, e.Cores)
-	w("| Run | per second | p50 | p99 | max | not 2xx | vs %s | other processes |\n|---|---:|---:|---:|---:|---|---:|---:|\n", base.Name)
+	w("| Run | per second | p50 | p99 | max | not 2xx | vs %s | CPU: server | CPU: PostgreSQL | CPU: Redis | CPU: load generator | other processes |\n"+
+		"|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n", base.Name)
 	for _, x := range r.Runs {
-		w("| %s | %s | %s | %s | %s | %s | %.1f%% | %.2f cores |\n", x.Name, formatInt(int64(x.rate()+0.5)),
+		w("| %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s | %s | %s | %.2f cores |\n", x.Name, formatInt(int64(x.rate()+0.5)),
 			fmtLatency(x.p(0.5)), fmtLatency(x.p(0.99)), fmtLatency(x.p(1)), x.failed(), 100*x.rate()/max(base.rate(), 1e-9),
-			x.CPU.OtherCores())
+			x.CPU.cores(x.CPU.Server), x.CPU.cores(x.CPU.PG), x.CPU.cores(x.CPU.Redis), x.CPU.cores(x.CPU.Wrk), x.CPU.OtherCores())
 	}
 	w("\n")
+	w("CPU columns are cores averaged over the measured window (from /proc): the server process, PostgreSQL's postmaster " +
+		"and its children, Redis, and wrk or the Go clients (the test process); the bare handler's server is the test " +
+		"process. n/a: not measured (no Redis in the run).\n\n")
 	w("| Target | Measured | Result |\n|---|---|---|\n")
 	for _, c := range r.Checks {
 		res := "**PASS**"
@@ -591,7 +596,8 @@ func TestManyTenantsColdReads(t *testing.T) {
 		Runs: []*rtRun{rBare, rProd}}
 	rep.Setup = []string{
 		fmt.Sprintf("Server: the `factline` binary of this tree as its own process: `factline serve --database-url … --redis-url … "+
-			"--manifest gateway.yaml --ratelimit-fail-open=false`, default log level. The manifest has one route:\n\n```yaml\n%s```", getManifest(mtRPM)),
+			"--manifest gateway.yaml --ratelimit-fail-open=false`, default log level; %s The manifest has one route:\n\n```yaml\n%s```",
+			storePoolNote(env), getManifest(mtRPM)),
 		fmt.Sprintf("Data: %s tenants with one live API key each (`auth.CreateKey`), %s accounts, account `acct-NNNNNN` "+
 			"belonging to tenant NNNNNN mod 1,000 (100 per tenant), created through host/app before the server starts. "+
 			"wrk's Lua script picks an account uniformly for every request and sends its tenant's key: the entity cache "+
@@ -612,7 +618,7 @@ func TestManyTenantsColdReads(t *testing.T) {
 		rep.Failures = append(rep.Failures, "bare fiber handler: "+rBare.failed())
 	}
 	if rProd.W.Non2xx > 0 {
-		t.Logf("factline log (tail):\n%s", tailFile(srv.logPath, 3000))
+		t.Logf("factline log, requests not answered 200:\n%s", not200Lines(srv.logPath, 20))
 	}
 	rep.finish(t, "many-tenants", rBare)
 }
@@ -656,7 +662,7 @@ func TestPluginWrites(t *testing.T) {
 	rep.Setup = []string{
 		"Server: the `factline` binary of this tree as its own process: `factline serve --database-url … --domain " +
 			"manifests/domain.yaml --plugins-dir …` with the account ledger plugin (`plugins/account`, built with " +
-			"`GOOS=wasip1 -buildmode=c-shared`) and no Redis, default log level.",
+			"`GOOS=wasip1 -buildmode=c-shared`) and no Redis, default log level; " + storePoolNote(env),
 		fmt.Sprintf("Data: %s accounts of one tenant; every client sends one request at a time, clients on distinct "+
 			"accounts in any round; the runs start once the plugin answers. Deposit: `POST /v1/entities/acct-NNNNNN/deposit` with `{\"amount\":1.25}` (the plugin "+
 			"reads the snapshot and facts since, decides, the fact and the new snapshot are written). Baseline: raw "+
@@ -672,6 +678,41 @@ func TestPluginWrites(t *testing.T) {
 		rep.Failures = append(rep.Failures, "raw appends: "+rRaw.failed())
 	}
 	rep.finish(t, "plugin-writes", rRaw)
+}
+
+// cores is d as cores averaged over the window, "n/a" when unknown.
+func (c gwCPU) cores(d time.Duration) string {
+	if d < 0 || c.Wall <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", d.Seconds()/c.Wall.Seconds())
+}
+
+// not200Lines is up to n request log lines of path with a status other
+// than 200, and any log line above INFO.
+func not200Lines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if len(out) == n {
+			break
+		}
+		if (strings.Contains(line, `"msg":"request"`) && !strings.Contains(line, `"status":200,`)) ||
+			strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// storePoolNote says how large the server's store pool is.
+func storePoolNote(env *benchEnv) string {
+	return fmt.Sprintf("its store pool has its default size, %d connections (`--database-max-conns` 0: 16 per GOMAXPROCS "+
+		"%d, at most a quarter of the server's max_connections %s less superuser_reserved_connections %s).",
+		env.StorePool(), runtime.GOMAXPROCS(0), env.Setting("max_connections"), env.Setting("superuser_reserved_connections"))
 }
 
 // waitDeposit posts a deposit until it is recorded (201): /health

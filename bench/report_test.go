@@ -54,7 +54,15 @@ func (e *benchEnv) Setting(name string) string {
 
 // pgSettings are the server settings worth recording next to the figures.
 var pgSettings = []string{"fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "commit_delay",
-	"shared_buffers", "max_wal_size", "max_connections"}
+	"shared_buffers", "max_wal_size", "max_connections", "superuser_reserved_connections"}
+
+// StorePool is the connection pool a Factline process started with the
+// default settings opens on this server (postgres.AutoMaxConns).
+func (e *benchEnv) StorePool() int32 {
+	maxConns, _ := strconv.Atoi(e.Setting("max_connections"))
+	reserved, _ := strconv.Atoi(e.Setting("superuser_reserved_connections"))
+	return postgres.AutoMaxConns(runtime.GOMAXPROCS(0), maxConns-reserved)
+}
 
 func collectEnv(ctx context.Context, dbURL, tmpDir string) (*benchEnv, error) {
 	e := &benchEnv{
@@ -386,7 +394,7 @@ func (r *appendReport) markdown() string {
 		"in-process stream consumers).\n\n", p.QuietWait, noisyCores, p.Retries)
 	w("PostgreSQL connections of the path under test by activity, averaged over samples of `pg_stat_activity` every "+
 		"20 ms (Factline: its store pool of up to %d plus the LISTEN connection; raw pgx: its pool of %d):\n\n",
-		postgres.DefaultMaxConns, p.Clients)
+		r.Env.StorePool(), p.Clients)
 	for _, x := range []*loadResult{r.ManyBase, r.ManyHTTP, r.HotBase, r.HotHTTP} {
 		var parts []string
 		for i, ws := range x.Waits {

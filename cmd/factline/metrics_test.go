@@ -72,3 +72,11 @@ func TestPprofNeedsMetricsAddr(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+func TestDatabaseMaxConnsRejectsNegative(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := cli(t, nil, "serve", "--database-max-conns", "-1", "--data-dir", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "--database-max-conns") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -52,9 +53,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	migrate := fs.Bool("migrate", true, "apply pending schema migrations at start (false: refuse to start while one is pending; see factline migrate)")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this address instead of --addr (for example 127.0.0.1:9090)")
+	dbMaxConns := fs.Int("database-max-conns", 0, "Postgres connection pool size; 0: 16 per GOMAXPROCS (at least 10), at most a quarter of the server's max_connections")
 	pprof := fs.Bool("pprof", false, "serve /debug/pprof/ on --metrics-addr (requires --metrics-addr)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *dbMaxConns < 0 || *dbMaxConns > math.MaxInt32 {
+		return usageErr("--database-max-conns must be 0 (automatic) or a positive number, got %d", *dbMaxConns)
 	}
 	if *pprof && *metricsAddr == "" {
 		return usageErr("--pprof requires --metrics-addr: profiles are never served on the API address")
@@ -72,7 +77,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.New(ctx, app.Config{
-		Addr: *addr, DatabaseURL: sf.databaseURL, RedisURL: *redisURL, DataDir: sf.dataDir,
+		Addr: *addr, DatabaseURL: sf.databaseURL, DatabaseMaxConns: int32(*dbMaxConns), RedisURL: *redisURL, DataDir: sf.dataDir,
 		Domains: domains, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
 		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,

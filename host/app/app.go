@@ -51,8 +51,12 @@ var Version = "0.1.0-dev"
 type Config struct {
 	Addr        string // listen address, default ":8080"
 	DatabaseURL string // Postgres URL; empty: embedded SQLite in DataDir
-	RedisURL    string // empty: in-process limiter and cache
-	DataDir     string // default "./data"
+	// DatabaseMaxConns caps the Postgres connection pool; zero sizes it
+	// from GOMAXPROCS and the server's max_connections
+	// (postgres.AutoMaxConns).
+	DatabaseMaxConns int32
+	RedisURL         string // empty: in-process limiter and cache
+	DataDir          string // default "./data"
 	// Domains are domain manifest files or directories (of *.yaml)
 	// layered over the built-in domain manifest, in order.
 	Domains []string
@@ -134,7 +138,7 @@ func (c *Config) defaults() {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	cfg.defaults()
 	if cfg.DatabaseURL != "" {
-		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations})
+		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations, MaxConns: cfg.DatabaseMaxConns})
 		if err != nil {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -15,13 +16,32 @@ import (
 	"github.com/factline/factline/host/store"
 )
 
-// DefaultMaxConns is the pool size when Options.MaxConns is zero. Appends
-// are serialised by the database anyway; the rest serves readers.
-const DefaultMaxConns = 10
+// Pool sizing when Options.MaxConns is zero. A connection is held for a
+// round trip while its goroutine waits, not for CPU, so the pool grows
+// with the cores that issue requests: ConnsPerCPU per GOMAXPROCS, at
+// least DefaultMaxConns. It takes at most a quarter of the connections
+// the server accepts (max_connections less superuser_reserved_connections),
+// leaving room for three more processes, their listeners and tools.
+const (
+	DefaultMaxConns = 10
+	ConnsPerCPU     = 16
+)
+
+// AutoMaxConns is the pool size chosen when Options.MaxConns is zero, for
+// procs (GOMAXPROCS) and a server accepting available connections (zero
+// or less: unknown, no cap).
+func AutoMaxConns(procs, available int) int32 {
+	n := max(DefaultMaxConns, ConnsPerCPU*procs)
+	if available > 0 {
+		n = min(n, max(1, available/4))
+	}
+	return int32(n)
+}
 
 // Options configure a Store. The zero value is valid.
 type Options struct {
-	// MaxConns caps the connection pool; zero means DefaultMaxConns. The
+	// MaxConns caps the connection pool; zero sizes it with AutoMaxConns
+	// from GOMAXPROCS and the server's max_connections. The
 	// SubscribeFacts listener uses one more connection outside the pool.
 	MaxConns int32
 	// Hooks are test seams; production code leaves them zero.
@@ -83,7 +103,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	cfg.MaxConns = opts.MaxConns
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = DefaultMaxConns
+		cfg.MaxConns = AutoMaxConns(runtime.GOMAXPROCS(0), 0)
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "factline"
@@ -107,6 +127,17 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
+	if opts.MaxConns == 0 {
+		// The pool cannot shrink: open it again when the server's
+		// connection limit is below what the cores ask for.
+		if n := AutoMaxConns(runtime.GOMAXPROCS(0), availableConns(ctx, pool)); n < cfg.MaxConns {
+			pool.Close()
+			cfg.MaxConns = n
+			if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+				return nil, fmt.Errorf("postgres: open: %w", err)
+			}
+		}
+	}
 	if opts.SkipMigrations {
 		err = checkMigrated(ctx, pool, migrationFS)
 	} else {
@@ -120,6 +151,20 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
 	return s, nil
 }
+
+// availableConns is the number of connections the server accepts from
+// ordinary roles, or 0 when it does not say (a proxy, for example).
+func availableConns(ctx context.Context, pool *pgxpool.Pool) int {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int`).Scan(&n)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// MaxConns is the size of the store's connection pool.
+func (s *Store) MaxConns() int32 { return s.pool.Config().MaxConns }
 
 // Backend returns "postgres".
 func (s *Store) Backend() string { return "postgres" }
