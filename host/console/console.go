@@ -119,6 +119,8 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Get("/", c.auth(false, c.home))
 	g.Get("/plugins", c.auth(false, c.operatorOnly(c.pluginsPage)))
 	g.Get("/domain", c.auth(false, c.operatorOnly(c.domainPage)))
+	g.Post("/domain", c.auth(true, c.operatorOnly(c.putDomainLayer)))
+	g.Post("/domain/:name/delete", c.auth(true, c.operatorOnly(c.deleteDomainLayer)))
 	g.Get("/stream", c.auth(false, c.operatorOnly(c.streamPage)))
 	g.Get("/all-projections", c.auth(false, c.operatorOnly(c.allProjectionsPage)))
 	g.Get("/delivery-stats", c.auth(false, c.deliveryStatsPage))

@@ -443,3 +443,58 @@ func TestSignInPurgesExpiredSessions(t *testing.T) {
 		t.Errorf("the live session after a sign-in: %v", err)
 	}
 }
+
+// The operator adds an entity type by installing a domain manifest from
+// the domain view, sees a refused change's problems with their places in
+// the page, and removes the manifest after confirming; each through the
+// admin domain API.
+func TestOperatorChangesDomainModel(t *testing.T) {
+	a := setup(t, app.Config{})
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, op)
+	body := func(resp *http.Response) string { b, _ := io.ReadAll(resp.Body); return string(b) }
+	const claims = "name: claims\nversion: \"1\"\nentities:\n  claim:\n    ledger: builtin\n    fields:\n      status: {type: string, required: true, storage: ix_s_1}\n    facts: [filed, paid]\n"
+
+	resp := do(t, a, "POST", "/console/domain", cookie, url.Values{"csrf": {csrf}, "name": {"claims"}, "manifest": {claims}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("install: %d %s", resp.StatusCode, body(resp))
+	}
+	page := body(do(t, a, "GET", "/console/domain", cookie, nil))
+	for _, want := range []string{`data-entity-type="claim"`, `data-fact-type="filed"`, `data-layer="claims"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("domain view after the install lacks %s", want)
+		}
+	}
+
+	bad := "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: nowhere, fields: {}, facts: [issued]}\n"
+	resp = do(t, a, "POST", "/console/domain", cookie, url.Values{"csrf": {csrf}, "name": {"more"}, "manifest": {bad}})
+	page = body(resp)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page, "domain/more:4:3") || !strings.Contains(page, "nowhere") {
+		t.Errorf("refused change: %d, want 422 naming domain/more:4:3 in the page:\n%s", resp.StatusCode, page)
+	}
+	if strings.Contains(page, `"status":422`) {
+		t.Errorf("the page shows the raw problem JSON")
+	}
+
+	resp = do(t, a, "POST", "/console/domain/claims/delete", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("remove without confirming: %d, want 400", resp.StatusCode)
+	}
+	if page := body(do(t, a, "GET", "/console/domain", cookie, nil)); !strings.Contains(page, `data-layer="claims"`) {
+		t.Fatal("an unconfirmed remove removed the manifest")
+	}
+	resp = do(t, a, "POST", "/console/domain/claims/delete", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove: %d %s", resp.StatusCode, body(resp))
+	}
+	if page := body(do(t, a, "GET", "/console/domain", cookie, nil)); strings.Contains(page, `data-layer="claims"`) || strings.Contains(page, `data-entity-type="claim"`) {
+		t.Error("the removed manifest's type is still shown")
+	}
+
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf = signIn(t, a, admin)
+	resp = do(t, a, "POST", "/console/domain", cookie, url.Values{"csrf": {csrf}, "name": {"claims"}, "manifest": {claims}})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant admin installing a domain manifest: %d, want 403", resp.StatusCode)
+	}
+}
