@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -149,6 +150,18 @@ func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) boo
 	m.pos, m.savedAt = p, time.Now()
 	g.members[c] = m
 	return true
+}
+
+// Members returns the names of the consumers the group feeds now, sorted.
+func (g *Group) Members() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	names := make([]string, 0, len(g.members))
+	for c := range g.members {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // leave stops dispatching to c; when it returns, the group no longer

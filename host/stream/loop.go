@@ -34,9 +34,13 @@ func (l loop) run(ctx context.Context, step func(context.Context) (int, error), 
 		subFails  backoff
 		fails     backoff
 	)
+	// Subscriptions end with run: a consumer that joins a group stops
+	// being woken for itself.
+	subCtx, unsubscribe := context.WithCancel(ctx)
+	defer unsubscribe()
 	for {
 		if wake == nil && !time.Now().Before(subscribe) {
-			w, err := l.store.SubscribeFacts(ctx)
+			w, err := l.store.SubscribeFacts(subCtx)
 			switch {
 			case err == nil:
 				wake = w
