@@ -11,9 +11,9 @@
 // pace and without holding up writers. Delivery is at least once; the
 // engine records fact ids, so a replayed batch changes nothing and results
 // are exactly once. Once a runtime has read everything there was, it joins
-// the service's shared tail, which reads each new batch once for every
-// caught-up runtime and saves their checkpoints; a runtime the tail drops
-// after a failure reads on its own from its checkpoint again. A runtime
+// the service's shared reader (a stream.Group), which reads each new batch
+// once for every caught-up runtime and saves their checkpoints; a runtime
+// the group drops after a failure reads on its own again. A runtime
 // marks its state key (Marker) where the state lives before writing any;
 // at start, a checkpoint past 0 with neither mark nor state means the
 // state was lost (a flushed Redis, a restored database) and the runtime

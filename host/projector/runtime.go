@@ -38,10 +38,6 @@ type runtime struct {
 	// readyAt is when ready became true (UnixNano).
 	readyAt atomic.Int64
 
-	// detached is signalled when the shared tail drops the runtime after
-	// a failure, so that it reads on its own again.
-	detached chan struct{}
-
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -52,8 +48,7 @@ func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
 	rt := &runtime{
 		s: s, tenant: c.cfg.TenantID, configID: c.cfg.ID, version: c.cfg.Version, key: key,
 		source: settings.Source, types: map[string]bool{}, materialized: settings.Materialize,
-		rollups:  settings.Rollup != nil && settings.Rollup.Enabled,
-		detached: make(chan struct{}, 1),
+		rollups: settings.Rollup != nil && settings.Rollup.Enabled,
 	}
 	for _, t := range settings.FactTypes {
 		rt.types[t] = true
@@ -135,61 +130,42 @@ func (rt *runtime) halt() {
 	<-done
 }
 
+// run feeds the engine from the stream until ctx ends: the runtime reads
+// on its own until it has caught up, then the service's shared reader
+// feeds it (see stream.Group).
 func (rt *runtime) run(ctx context.Context) {
 	st := rt.s.opts.Store
-	// Ready once the consumer reaches the head it sees now: from then on
-	// the projection lags the stream only by what is in flight.
-	for ctx.Err() == nil {
-		cp, err := rt.startPosition(ctx)
-		if err == nil {
-			var head int64
-			if head, err = st.HeadPosition(ctx); err == nil {
-				rt.pos.Store(cp)
-				rt.target.Store(head)
-				rt.checkReady()
-				break
+	c := &stream.Consumer{
+		Name:  rt.consumerName(),
+		Store: st,
+		Handler: func(ctx context.Context, facts []store.Fact) error {
+			_, err := rt.handle(ctx, facts)
+			return err
+		},
+		BatchSize:    rt.s.opts.BatchSize,
+		PollInterval: rt.s.opts.PollInterval,
+		Logger:       rt.s.log.With("state_key", rt.key),
+		Metrics:      rt.s.opts.Metrics,
+		// Ready once the consumer reaches the head it sees now: from then
+		// on the projection lags the stream only by what is in flight.
+		From: func(ctx context.Context) (int64, error) {
+			cp, err := rt.startPosition(ctx)
+			if err != nil {
+				return 0, err
 			}
-		}
-		rt.s.log.Warn("projection: read stream position; retrying", "state_key", rt.key, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
+			head, err := st.HeadPosition(ctx)
+			if err != nil {
+				return 0, err
+			}
+			rt.pos.Store(cp)
+			rt.target.Store(head)
+			rt.checkReady()
+			return cp, nil
+		},
+		Relevant: rt.relevant,
 	}
-	// The runtime reads on its own until it has caught up, then the shared
-	// tail feeds it; it reads on its own again if the tail drops it.
-	defer rt.s.tail.detach(rt)
-	for {
-		attached := false
-		c := &stream.Consumer{
-			Name:  rt.consumerName(),
-			Store: st,
-			Handler: func(ctx context.Context, facts []store.Fact) error {
-				_, err := rt.handle(ctx, facts)
-				return err
-			},
-			BatchSize:    rt.s.opts.BatchSize,
-			PollInterval: rt.s.opts.PollInterval,
-			Logger:       rt.s.log,
-			Metrics:      rt.s.opts.Metrics,
-			CaughtUp: func(ctx context.Context, pos int64) bool {
-				attached = rt.s.tail.attach(ctx, rt, pos)
-				return attached
-			},
-		}
-		if err := c.Run(ctx); err != nil {
-			rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
-			return
-		}
-		if !attached {
-			return // ctx ended
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-rt.detached:
-		}
+	if err := rt.s.group.Join(ctx, c); err != nil {
+		rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
 	}
 }
 
@@ -225,14 +201,6 @@ func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
 	return cp, m.Mark(ctx, rt.key)
 }
 
-// dropped tells the runtime that the shared tail no longer feeds it.
-func (rt *runtime) dropped() {
-	select {
-	case rt.detached <- struct{}{}:
-	default:
-	}
-}
-
 func (rt *runtime) checkReady() {
 	if t := rt.target.Load(); t >= 0 && rt.pos.Load() >= t && !rt.isReady() {
 		rt.setReady()
@@ -247,7 +215,7 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) 
 	var spans []func(error) // one per fact that continues a trace, when tracing is on
 	for i := range facts {
 		f := &facts[i]
-		if f.TenantID != rt.tenant || f.EntityType != rt.source || !rt.types[f.Type] {
+		if !rt.relevant(f) {
 			continue
 		}
 		pf, err := toProjectionFact(f)
@@ -290,6 +258,12 @@ func (rt *runtime) rollupLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// relevant reports whether f is of the projection's tenant, source entity
+// type and fact types.
+func (rt *runtime) relevant(f *store.Fact) bool {
+	return f.TenantID == rt.tenant && f.EntityType == rt.source && rt.types[f.Type]
 }
 
 func toProjectionFact(f *store.Fact) (projection.Fact, error) {

@@ -68,19 +68,19 @@ type Service struct {
 	log    *slog.Logger
 	tracer trace.Tracer // nil when tracing is off
 
-	// tail reads the stream once for every runtime that has caught up.
-	tail *tail
+	// group reads the stream once for every runtime that has caught up.
+	group *stream.Group
 
 	mu        sync.Mutex
 	tracked   map[ref]*tracked
 	bad       map[string]bool // config versions that failed to compile, logged once
 	lastSweep time.Time
 	// doomed are halted runtimes whose state is deleted at the time given.
-	doomed   map[*runtime]time.Time
-	ctx      context.Context // the context runtimes run under; nil before Start
-	stop     context.CancelFunc
-	loopDone chan struct{}
-	tailDone chan struct{}
+	doomed    map[*runtime]time.Time
+	ctx       context.Context // the context runtimes run under; nil before Start
+	stop      context.CancelFunc
+	loopDone  chan struct{}
+	groupDone chan struct{}
 }
 
 // ref names one projection config.
@@ -133,7 +133,7 @@ func New(opts Options) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{opts: opts, log: log, tracer: tracing.Tracer(opts.TracerProvider), tracked: map[ref]*tracked{}, bad: map[string]bool{}, doomed: map[*runtime]time.Time{}}
-	s.tail = newTail(s)
+	s.group = &stream.Group{Store: opts.Store, BatchSize: opts.BatchSize, PollInterval: opts.PollInterval, Logger: log}
 	return s, nil
 }
 
@@ -147,11 +147,13 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
 	s.loopDone = make(chan struct{})
-	s.tailDone = make(chan struct{})
+	s.groupDone = make(chan struct{})
 	s.mu.Unlock()
 	go func() {
-		defer close(s.tailDone)
-		s.tail.run(s.ctx)
+		defer close(s.groupDone)
+		if err := s.group.Run(s.ctx); err != nil {
+			s.log.Error("projection: shared stream reader stopped", "err", err)
+		}
 	}()
 	if err := s.Sync(ctx); err != nil {
 		s.log.Warn("projection: first config sync failed; retrying", "err", err)
@@ -182,7 +184,7 @@ func (s *Service) Stop() {
 	}
 	s.mu.Unlock()
 	<-done
-	<-s.tailDone
+	<-s.groupDone
 	for _, rt := range rts {
 		rt.halt()
 	}

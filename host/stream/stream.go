@@ -35,7 +35,8 @@ import (
 // the same batch after a backoff; the checkpoint does not move.
 type Handler func(ctx context.Context, facts []store.Fact) error
 
-// Consumer is one named reader of the fact log.
+// Consumer is one named reader of the fact log. Run reads for it alone; a
+// Group reads once for many consumers that have caught up (Group.Join).
 type Consumer struct {
 	Name    string
 	Store   store.Store
@@ -47,15 +48,18 @@ type Consumer struct {
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	Metrics      *Metrics
-	// CaughtUp, when set, is called each time the consumer has handled
-	// every fact it found (a batch shorter than BatchSize), with the
-	// position it saved; returning true ends Run. A reader that serves
-	// several consumers at once uses it to take over a consumer that has
-	// caught up with it.
-	CaughtUp func(ctx context.Context, pos int64) bool
 	// Tracer, when set, gives each handled fact that carries a W3C trace
 	// id a span continuing its trace (see tracing.FactSpans).
 	Tracer trace.Tracer
+	// From, when set, returns the position to read on from in place of
+	// the saved checkpoint, for a consumer that must first check state it
+	// keeps elsewhere. Like the checkpoint, it is retried until it
+	// succeeds.
+	From func(ctx context.Context) (int64, error)
+	// Relevant, when set, tells which facts the handler acts on. In a
+	// Group, a consumer given none of them in a batch saves its
+	// checkpoint at most once a second rather than after every batch.
+	Relevant func(f *store.Fact) bool
 }
 
 // Metrics are the stream gauges, shared by all consumers of a process.
@@ -96,9 +100,8 @@ func (m *Metrics) Forget(consumer string) {
 	m.errors.DeleteLabelValues(consumer)
 }
 
-// Record sets a consumer's position and lag gauges, for readers that
-// advance consumers without running them.
-func (m *Metrics) Record(consumer string, pos, head int64) {
+// record sets a consumer's position and lag gauges.
+func (m *Metrics) record(consumer string, pos, head int64) {
 	m.position.WithLabelValues(consumer).Set(float64(pos))
 	m.lag.WithLabelValues(consumer).Set(float64(head - pos))
 }
@@ -122,12 +125,26 @@ func Continues(facts []store.Fact, after int64) error {
 }
 
 // Run consumes until ctx ends; it returns nil then. It returns an error only
-// when the consumer is misconfigured: a store that cannot subscribe or read
-// the checkpoint (a database still starting, a blip) is retried with the
-// same backoff as a failing batch, so a consumer never stops for good.
+// when the consumer is misconfigured: a store that cannot read the
+// checkpoint or subscribe (a database still starting, a blip) is retried
+// with backoff, so a consumer never stops for good.
 func (c *Consumer) Run(ctx context.Context) error {
+	log, err := c.init()
+	if err != nil {
+		return err
+	}
+	pos, ok := c.start(ctx, log)
+	if !ok {
+		return nil
+	}
+	c.follow(ctx, log, pos, nil)
+	return nil
+}
+
+// init checks the consumer, applies defaults and returns its logger.
+func (c *Consumer) init() (*slog.Logger, error) {
 	if c.Name == "" || c.Store == nil || c.Handler == nil {
-		return errors.New("stream: consumer needs a name, a store and a handler")
+		return nil, errors.New("stream: consumer needs a name, a store and a handler")
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 256
@@ -139,61 +156,48 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("consumer", c.Name)
+	return log.With("consumer", c.Name), nil
+}
 
-	backoff := newBackoff()
-	// Subscribe once: each successful subscription lives until ctx ends.
-	wake, ok := retryStart(ctx, c, log, backoff, "subscribe", c.Store.SubscribeFacts)
-	if !ok {
-		return nil
+// start returns the position to read on from, retrying until it is known;
+// it reports false when ctx ended first.
+func (c *Consumer) start(ctx context.Context, log *slog.Logger) (int64, bool) {
+	from := c.From
+	if from == nil {
+		from = func(ctx context.Context) (int64, error) { return c.Store.GetCheckpoint(ctx, c.Name) }
 	}
-	pos, ok := retryStart(ctx, c, log, backoff, "read checkpoint", func(ctx context.Context) (int64, error) {
-		return c.Store.GetCheckpoint(ctx, c.Name)
-	})
-	if !ok {
-		return nil
-	}
-	backoff.reset()
-	for {
+	return retry(ctx, log, "read checkpoint", from)
+}
+
+// follow reads and handles the facts after pos until ctx ends or, each
+// time it has caught up, caughtUp (when set) returns true. It returns the
+// position reached and whether caughtUp ended it.
+func (c *Consumer) follow(ctx context.Context, log *slog.Logger, pos int64, caughtUp func(ctx context.Context, pos int64) bool) (int64, bool) {
+	l := loop{store: c.Store, batchSize: c.BatchSize, pollInterval: c.PollInterval, log: log}
+	step := func(ctx context.Context) (int, error) {
 		n, err := c.step(ctx, &pos)
 		if err == nil {
 			c.observe(ctx, pos)
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			if c.Metrics != nil {
-				c.Metrics.errors.WithLabelValues(c.Name).Inc()
-			}
-			d := backoff.next()
-			log.Warn("stream batch failed; retrying", "position", pos, "retry_in", d, "err", err)
-			if !sleep(ctx, d) {
-				return nil
-			}
-			continue
-		}
-		backoff.reset()
-		if n == c.BatchSize {
-			continue // more may be waiting
-		}
-		if c.CaughtUp != nil && c.CaughtUp(ctx, pos) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-		case <-time.After(c.PollInterval):
+		return n, err
+	}
+	failed := func() {
+		if c.Metrics != nil {
+			c.Metrics.errors.WithLabelValues(c.Name).Inc()
 		}
 	}
+	var idle func(context.Context) bool
+	if caughtUp != nil {
+		idle = func(ctx context.Context) bool { return caughtUp(ctx, pos) }
+	}
+	return pos, l.run(ctx, step, failed, idle)
 }
 
 // step handles one batch after *pos and advances the checkpoint.
 func (c *Consumer) step(ctx context.Context, pos *int64) (int, error) {
 	facts, err := c.Store.ReadFacts(ctx, *pos, c.BatchSize)
 	if err != nil {
-		return 0, fmt.Errorf("read facts: %w", err)
+		return 0, fmt.Errorf("read facts after %d: %w", *pos, err)
 	}
 	if len(facts) == 0 {
 		return 0, nil
@@ -201,22 +205,45 @@ func (c *Consumer) step(ctx context.Context, pos *int64) (int, error) {
 	if err := Continues(facts, *pos); err != nil {
 		return 0, err
 	}
-	end := tracing.FactSpans(ctx, c.Tracer, "stream.consume", facts, attribute.String("factline.consumer", c.Name))
-	err = c.Handler(ctx, facts)
-	end(err)
-	if err != nil {
+	if err := c.deliver(ctx, facts); err != nil {
 		return 0, fmt.Errorf("handler: %w", err)
 	}
 	next := facts[len(facts)-1].Position
 	// The batch is handled: record that even if we are being stopped, so a
 	// clean shutdown does not replay it.
-	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := c.Store.SetCheckpoint(saveCtx, c.Name, next); err != nil {
+	if err := c.save(ctx, next); err != nil {
 		return 0, fmt.Errorf("save checkpoint: %w", err)
 	}
 	*pos = next
 	return len(facts), nil
+}
+
+// deliver hands facts to the handler, in a span per traced fact.
+func (c *Consumer) deliver(ctx context.Context, facts []store.Fact) error {
+	end := tracing.FactSpans(ctx, c.Tracer, "stream.consume", facts, attribute.String("factline.consumer", c.Name))
+	err := c.Handler(ctx, facts)
+	end(err)
+	return err
+}
+
+// save stores the checkpoint, even when ctx has ended.
+func (c *Consumer) save(ctx context.Context, pos int64) error {
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return c.Store.SetCheckpoint(saveCtx, c.Name, pos)
+}
+
+// relevant reports whether the handler acts on any of facts.
+func (c *Consumer) relevant(facts []store.Fact) bool {
+	if c.Relevant == nil {
+		return len(facts) > 0
+	}
+	for i := range facts {
+		if c.Relevant(&facts[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Consumer) observe(ctx context.Context, pos int64) {
@@ -228,51 +255,5 @@ func (c *Consumer) observe(ctx context.Context, pos int64) {
 	defer cancel()
 	if head, err := c.Store.HeadPosition(hctx); err == nil {
 		c.Metrics.lag.WithLabelValues(c.Name).Set(float64(head - pos))
-	}
-}
-
-// retryStart calls fn until it succeeds, backing off between attempts; it
-// reports false when ctx ended first.
-func retryStart[T any](ctx context.Context, c *Consumer, log *slog.Logger, b *backoff, what string,
-	fn func(context.Context) (T, error)) (T, bool) {
-	for {
-		v, err := fn(ctx)
-		if err == nil {
-			return v, true
-		}
-		if ctx.Err() != nil {
-			return v, false
-		}
-		d := b.next()
-		log.Warn("stream consumer cannot start; retrying", "step", what, "retry_in", d, "err", err)
-		if !sleep(ctx, d) {
-			return v, false
-		}
-	}
-}
-
-type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{} }
-
-func (b *backoff) next() time.Duration {
-	if b.d == 0 {
-		b.d = 100 * time.Millisecond
-	} else if b.d < 30*time.Second {
-		b.d *= 2
-	}
-	return b.d
-}
-
-func (b *backoff) reset() { b.d = 0 }
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

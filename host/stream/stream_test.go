@@ -85,10 +85,10 @@ func (c *collector) snapshot() []int64 {
 	return append([]int64(nil), c.positions...)
 }
 
-// waitFor waits until the collector has n positions, or fails after 10 s.
+// waitFor waits until the collector has n positions, or fails after 30 s.
 func (c *collector) waitFor(t *testing.T, n int) []int64 {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		if got := c.snapshot(); len(got) >= n {
 			return got
