@@ -127,6 +127,40 @@ func TestBrowser(t *testing.T) {
 		run(t, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible("#key", chromedp.ByID), shot("sign-in"))
 	})
 
+	// Keyboard only: the key field has the focus, Enter signs in, Tab
+	// reaches the views' links and Enter opens one.
+	t.Run("KeyboardOnly", func(t *testing.T) {
+		var focused string
+		tabTo := func(id string) chromedp.Action {
+			return chromedp.ActionFunc(func(ctx context.Context) error {
+				for range 40 {
+					if err := chromedp.KeyEvent("\t").Do(ctx); err != nil {
+						return err
+					}
+					if err := chromedp.Evaluate(`document.activeElement ? document.activeElement.id : ""`, &focused).Do(ctx); err != nil {
+						return err
+					}
+					if focused == id {
+						return nil
+					}
+				}
+				return fmt.Errorf("40 presses of Tab did not reach #%s (last focus: %q)", id, focused)
+			})
+		}
+		run(t, chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible("#key", chromedp.ByID),
+			chromedp.Evaluate(`document.activeElement.id`, &focused),
+			chromedp.ActionFunc(func(context.Context) error {
+				if focused != "key" {
+					return fmt.Errorf("the sign-in page opens with the focus on %q, not the key field", focused)
+				}
+				return nil
+			}),
+			chromedp.KeyEvent(acmeAdmin), chromedp.KeyEvent("\r"),
+			chromedp.WaitVisible("#tenant", chromedp.ByID),
+			tabTo("nav-deliveries"), chromedp.KeyEvent("\r"),
+			chromedp.WaitVisible("#deliveries", chromedp.ByID))
+	})
+
 	t.Run("OperatorSeesPlugins", func(t *testing.T) {
 		var nav, table, problem string
 		run(t, signIn(operator),
