@@ -12,7 +12,8 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: plugins ## build bin/factline with the plugins in plugins/ built in
-	$(GO) build -trimpath -tags embedplugins -o $(BIN) ./cmd/factline
+	@echo "Building $(BIN). The first build compiles every dependency (a few minutes on 2 cores); the packages it compiles are listed as it goes."
+	$(GO) build -v -trimpath -tags embedplugins -o $(BIN) ./cmd/factline
 
 run: build ## start factline on the embedded store (SQLite in ./data) with the repo's manifests
 	@echo "Starting factline on $(ADDR) with the embedded store in $(DATA_DIR)."
@@ -44,7 +45,11 @@ clean: ## remove build output
 PLUGINS := $(patsubst plugins/%/main.go,%,$(wildcard plugins/*/main.go))
 
 plugins: ## build every plugin in plugins/ to plugins/<name>/<name>.wasm
-	@for p in $(PLUGINS); do \
-		echo "plugins/$$p/$$p.wasm"; \
-		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o plugins/$$p/$$p.wasm ./plugins/$$p || exit 1; \
-	done
+	@# The first plugin compiles the standard library for wasip1 once; the
+	@# others then build side by side.
+	@set -e; ps=($(PLUGINS)); \
+	one() { GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o plugins/$$1/$$1.wasm ./plugins/$$1 && echo "plugins/$$1/$$1.wasm"; }; \
+	echo "Building $${#ps[@]} plugins to WebAssembly"; \
+	one "$${ps[0]}"; pids=(); \
+	for p in "$${ps[@]:1}"; do one "$$p" & pids+=($$!); done; \
+	for pid in "$${pids[@]}"; do wait "$$pid"; done
