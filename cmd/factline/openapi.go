@@ -38,7 +38,7 @@ func runOpenAPI(_ context.Context, args []string, stdout, stderr io.Writer) erro
 			return &exitError{code: 1, msg: err.Error()}
 		}
 	}
-	doc, err := openapi.Generate(gw, domain, openapi.Options{ServerURL: *server, DocsURL: *docsURL, Version: versionOf(gw)})
+	doc, err := openapi.Generate(gw, domain, openapi.Options{ServerURL: *server, DocsURL: *docsURL, Version: versionOf(gw), Endpoints: app.Endpoints(true)})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/factline/factline/host/gateway"
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
 )
@@ -31,6 +33,21 @@ var layerNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // The model is shared by every tenant, so changing it needs an admin key
 // of the operator tenant; listing needs any admin key, as for plugins.
 func (a *App) mountDomainAdmin(srv *gateway.Server) {
+	for _, r := range a.domainRoutes() {
+		srv.Mount(r.Doc, r.Handler)
+	}
+}
+
+// manifestBody is a domain manifest sent as YAML or JSON.
+var manifestBody = []openapi.Media{
+	{Type: "application/json", Schema: openapi.FreeObject("The domain manifest as JSON.")},
+	{Type: "application/yaml", Schema: openapi.String("The domain manifest as YAML (a JSON document is YAML too).")},
+}
+
+func (a *App) domainRoutes() []gateway.Route {
+	const (
+		ok, created, bad, notFound = http.StatusOK, http.StatusCreated, http.StatusBadRequest, http.StatusNotFound
+	)
 	operator := func(c *fiber.Ctx) (string, error) {
 		if gateway.Tenant(c) != a.cfg.OperatorTenant {
 			return "", problem.Newf(problem.Forbidden, "The domain model is managed by admin keys of the operator tenant (%s)", a.cfg.OperatorTenant)
@@ -41,7 +58,7 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 		}
 		return name, nil
 	}
-	srv.Mount(fiber.MethodGet, "/v1/admin/domain", gateway.AdminKey, func(c *fiber.Ctx) error {
+	list := func(c *fiber.Ctx) error {
 		stored, err := a.Store.ListDomainLayers(gateway.Context(c))
 		if err != nil {
 			return err
@@ -52,8 +69,8 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 		}
 		d := a.Platform.Domain()
 		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": items, "entity_types": d.EntityTypeNames(), "entities": a.domainEntities(d)})
-	})
-	srv.Mount(fiber.MethodPut, "/v1/admin/domain/:name", gateway.AdminKey, func(c *fiber.Ctx) error {
+	}
+	put := func(c *fiber.Ctx) error {
 		name, err := operator(c)
 		if err != nil {
 			return err
@@ -85,8 +102,8 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 			return err
 		}
 		return gateway.Respond(c, status, layerInfo(l))
-	})
-	srv.Mount(fiber.MethodDelete, "/v1/admin/domain/:name", gateway.AdminKey, func(c *fiber.Ctx) error {
+	}
+	remove := func(c *fiber.Ctx) error {
 		name, err := operator(c)
 		if err != nil {
 			return err
@@ -104,7 +121,26 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 			return err
 		}
 		return gateway.Respond(c, fiber.StatusOK, layerInfo(gone))
-	})
+	}
+	return []gateway.Route{
+		{Handler: list, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/admin/domain", ID: "listDomainManifests", Tag: openapi.TagAdmin,
+			Summary: "List the stored domain manifests", Access: openapi.AdminKey,
+			Description: "Domain manifests installed through the admin API, which every process layers over its own (the built-in one, then --domain files, then these by name).",
+			Status:      ok, OK: "The manifests and the served entity types.", Data: openapi.Ref("DomainManifestList")}},
+		{Handler: put, Doc: openapi.Endpoint{Method: http.MethodPut, Path: "/v1/admin/domain/:name", ID: "putDomainManifest", Tag: openapi.TagAdmin,
+			Summary: "Install or replace a domain manifest", Access: openapi.AdminKey,
+			Content: manifestBody, ContentDesc: "A domain manifest (see factline check).",
+			Description: "Adds entity types, or fact types to existing ones, for every tenant. The model it gives is checked against the served one and the stored data (fields with data, required fields, slots, fact types in use, ledger names); with problems it is refused whole (422, each problem in errors as domain/<name>:line:col) and the current model keeps serving. Otherwise this process serves it at once and the others within seconds. Needs an admin key of the operator tenant.",
+			Params:      []openapi.Param{openapi.NameParam("domain manifest")},
+			Status:      created, OK: "Installed (200 when it replaced one of that name).", Data: openapi.Ref("DomainManifestInfo"),
+			Problems: []int{bad, http.StatusUnprocessableEntity}}},
+		{Handler: remove, Doc: openapi.Endpoint{Method: http.MethodDelete, Path: "/v1/admin/domain/:name", ID: "deleteDomainManifest", Tag: openapi.TagAdmin,
+			Summary: "Remove a domain manifest", Access: openapi.AdminKey,
+			Description: "Removes a stored domain manifest; refused (422) when an entity type only it declares has stored entities. Needs an admin key of the operator tenant.",
+			Params:      []openapi.Param{openapi.NameParam("domain manifest")},
+			Status:      ok, OK: "The removed manifest.", Data: openapi.Ref("DomainManifestInfo"),
+			Problems: []int{bad, notFound, http.StatusUnprocessableEntity}}},
+	}
 }
 
 // changeLayers runs one admin change of the stored domain manifests: the

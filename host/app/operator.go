@@ -6,6 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/host/gateway"
+	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/stream"
 )
@@ -22,6 +23,12 @@ const (
 //	GET /v1/admin/projections     every tenant's projections and readiness
 //	GET /v1/admin/stream/history  the consumers' lag over the last hour, as this process sampled it
 func (a *App) mountOperatorReads(srv *gateway.Server) {
+	for _, r := range a.operatorRoutes() {
+		srv.Mount(r.Doc, r.Handler)
+	}
+}
+
+func (a *App) operatorRoutes() []gateway.Route {
 	operator := func(h fiber.Handler) fiber.Handler {
 		return func(c *fiber.Ctx) error {
 			if gateway.Tenant(c) != a.cfg.OperatorTenant {
@@ -30,12 +37,25 @@ func (a *App) mountOperatorReads(srv *gateway.Server) {
 			return h(c)
 		}
 	}
-	srv.Mount(fiber.MethodGet, "/v1/admin/projections", gateway.AdminKey, operator(func(c *fiber.Ctx) error {
-		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": a.Projections.AllStatuses()})
-	}))
-	srv.Mount(fiber.MethodGet, "/v1/admin/stream/history", gateway.AdminKey, operator(func(c *fiber.Ctx) error {
-		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"interval_ms": a.lagEvery().Milliseconds(), "samples": a.LagHistory.Samples()})
-	}))
+	return []gateway.Route{
+		{Handler: operator(func(c *fiber.Ctx) error {
+			return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": a.Projections.AllStatuses()})
+		}), Doc: openapi.Endpoint{Method: fiber.MethodGet, Path: "/v1/admin/projections", ID: "listAllProjections", Tag: openapi.TagAdmin, Access: openapi.AdminKey,
+			Summary:     "Every tenant's projections",
+			Description: "Each tenant's projections, their versions and whether they have caught up with the fact stream. Needs an admin key of the operator tenant.",
+			Status:      fiber.StatusOK, OK: "The projections.",
+			Data: openapi.List("The projections.", "", openapi.FreeObject("A projection's state, as GET /v1/projections shows it, with its tenant."))}},
+		{Handler: operator(func(c *fiber.Ctx) error {
+			return gateway.Respond(c, fiber.StatusOK, fiber.Map{"interval_ms": a.lagEvery().Milliseconds(), "samples": a.LagHistory.Samples()})
+		}), Doc: openapi.Endpoint{Method: fiber.MethodGet, Path: "/v1/admin/stream/history", ID: "getStreamHistory", Tag: openapi.TagAdmin, Access: openapi.AdminKey,
+			Summary:     "Fact stream lag over the last hour",
+			Description: "The stream consumers' lag as this process sampled it over the last hour. Needs an admin key of the operator tenant.",
+			Status:      fiber.StatusOK, OK: "The samples.",
+			Data: openapi.Object("Lag samples.", []string{"interval_ms", "samples"}, false,
+				openapi.Prop{Name: "interval_ms", Schema: openapi.Integer("Milliseconds between samples.")},
+				openapi.Prop{Name: "samples", Schema: openapi.Array("Oldest first: when, the stream's head and each consumer's lag.", openapi.FreeObject(""))},
+			)}},
+	}
 }
 
 func (a *App) lagEvery() time.Duration {

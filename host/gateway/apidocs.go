@@ -28,7 +28,7 @@ func (s *Server) describe(gw *manifest.Gateway) apiDocs {
 			commands[t] = cmds
 		}
 	}
-	doc, err := openapi.Generate(gw, domain, openapi.Options{Version: s.cfg.Version, DocsURL: s.cfg.DocsURL, Commands: commands})
+	doc, err := openapi.Generate(gw, domain, openapi.Options{Version: s.cfg.Version, DocsURL: s.cfg.DocsURL, Commands: commands, Endpoints: s.endpoints})
 	if err != nil {
 		return apiDocs{err: err}
 	}

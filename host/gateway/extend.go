@@ -2,35 +2,27 @@ package gateway
 
 import (
 	"context"
+	"slices"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/host/auth"
-)
-
-// Access says who may call an endpoint mounted with Mount.
-type Access int
-
-// Access levels.
-const (
-	// AnyKey needs a valid API key of any mode.
-	AnyKey Access = iota
-	// AdminKey needs an admin key (403 for other modes).
-	AdminKey
+	"github.com/factline/factline/host/openapi"
 )
 
 // Mount registers an extra endpoint (for example the webhook or plugin
-// administration API) behind the same API-key check, problem errors,
-// request ids, logs and metrics as the platform routes. Mount before
-// serving. The manifest's routes are matched first; a request none of them
-// serves falls through to mounted endpoints.
-func (s *Server) Mount(method, path string, access Access, h fiber.Handler) {
-	handlers := []fiber.Handler{s.requireKey}
-	if access == AdminKey {
-		handlers = append(handlers, requireAdmin)
-	}
-	s.app.Add(method, path, append(handlers, h)...)
+// administration API) behind the access check doc names and the same
+// problem errors, request ids, logs and metrics as the platform routes,
+// and describes it in /openapi.json with doc. Mount before serving. The
+// manifest's routes are matched first; a request none of them serves
+// falls through to mounted endpoints.
+func (s *Server) Mount(doc openapi.Endpoint, h fiber.Handler) {
+	s.handle(doc, false, h)
 }
+
+// Endpoints are the endpoints registered so far, in order: the platform's
+// and the mounted ones (not the manifest's routes).
+func (s *Server) Endpoints() []openapi.Endpoint { return slices.Clone(s.endpoints) }
 
 // Principal returns the authenticated caller of a request (nil on public
 // routes).

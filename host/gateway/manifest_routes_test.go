@@ -22,6 +22,7 @@ import (
 	"github.com/factline/factline/host/gateway"
 	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/ratelimit"
 	"github.com/factline/factline/internal/teststore"
@@ -471,10 +472,10 @@ func TestOpenAPIServedForCurrentRoutes(t *testing.T) {
 
 func TestMountedEndpoints(t *testing.T) {
 	h := setupGateway(t, "sqlite")
-	h.srv.Mount("GET", "/v1/admin/things", gateway.AdminKey, func(c *fiber.Ctx) error {
+	h.srv.Mount(openapi.Endpoint{Method: "GET", Path: "/v1/admin/things", ID: "listThings", Access: openapi.AdminKey, Status: 200, OK: "Things."}, func(c *fiber.Ctx) error {
 		return gateway.Respond(c, 200, fiber.Map{"tenant": gateway.Tenant(c)})
 	})
-	h.srv.Mount("POST", "/v1/things", gateway.AnyKey, func(c *fiber.Ctx) error {
+	h.srv.Mount(openapi.Endpoint{Method: "POST", Path: "/v1/things", ID: "createThing", Status: 201, OK: "A thing."}, func(c *fiber.Ctx) error {
 		m, _, err := gateway.ReadJSON(c)
 		if err != nil {
 			return err

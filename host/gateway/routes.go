@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/idempotency"
+	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/store"
@@ -18,49 +17,42 @@ import (
 
 func (s *Server) routes() {
 	s.app.Use(refuseBadText)
-	s.app.Get("/health", s.health)
-	s.app.Get("/ready", s.readiness)
-	s.app.Get("/errors/:slug", s.errorPage)
-	s.app.Get("/openapi.json", s.openAPI)
-	s.app.Get("/docs", s.apiReference)
-	if !s.cfg.NoMetrics {
-		s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	for _, r := range s.platformRoutes(!s.cfg.NoMetrics) {
+		s.handle(r.Doc, true, r.Handler)
 	}
-
-	// The key check is attached per route, not to the /v1 group: a group
-	// middleware would also run for manifest routes under /v1, some of
-	// which are public.
-	key, admin := s.requireKey, requireAdmin
-	v1 := s.app.Group("/v1")
-	v1.Post("/entities", key, s.createEntity)
-	v1.Get("/entities", key, s.listEntities)
-	v1.Get("/entities/:id", key, s.getEntity)
-	v1.Patch("/entities/:id", key, s.updateEntity)
-	v1.Get("/entities/:id/facts", key, s.listEntityFacts)
-	// Routes ledgers declare for their entities (POST /v1/entities/:id/deposit).
-	v1.All("/entities/:id/*", key, s.entityCommand)
-
-	v1.Post("/facts", key, s.appendFact)
-	v1.Get("/facts", key, s.listFacts)
-	v1.Get("/facts/:id", key, s.getFact)
-
-	v1.Post("/configs", key, s.createConfig)
-	v1.Get("/configs", key, s.listConfigs)
-	v1.Get("/configs/:id", key, s.getConfig)
-	v1.Put("/configs/:id", key, s.updateConfig)
-	v1.Delete("/configs/:id", key, s.archiveConfig)
-	v1.Get("/configs/:id/versions", key, s.configVersions)
-	v1.Get("/configs/:id/versions/:version", key, s.configVersion)
-
-	v1.Get("/admin/keys", key, admin, s.listKeys)
-	v1.Post("/admin/keys", key, admin, s.createKey)
-	v1.Delete("/admin/keys/:id", key, admin, s.revokeKey)
-	v1.Get("/admin/stream", key, admin, s.streamStatus)
+	// Routes ledgers declare for their entities (POST /v1/entities/:id/deposit),
+	// described by the ledgers' command specs.
+	s.app.All("/v1/entities/:id/*", s.requireKey, s.entityCommand)
 
 	// Everything else goes to the manifest's route table, which can be
 	// swapped at run time.
 	s.app.Use(s.dispatch)
 }
+
+// handle registers an endpoint behind the access check its documentation
+// names, and records the documentation for the API description. The key
+// check is attached per route, not to the /v1 group: a group middleware
+// would also run for manifest routes under /v1, some of which are public.
+// withHead also answers HEAD on a GET endpoint.
+func (s *Server) handle(doc openapi.Endpoint, withHead bool, h fiber.Handler) {
+	var handlers []fiber.Handler
+	switch doc.Access {
+	case openapi.AnyKey:
+		handlers = append(handlers, s.requireKey)
+	case openapi.AdminKey:
+		handlers = append(handlers, s.requireKey, requireAdmin)
+	}
+	handlers = append(handlers, h)
+	if withHead && doc.Method == fiber.MethodGet {
+		s.app.Get(doc.Path, handlers...)
+	} else {
+		s.app.Add(doc.Method, doc.Path, handlers...)
+	}
+	s.endpoints = append(s.endpoints, doc)
+}
+
+// serveMetrics serves GET /metrics from the registry.
+func (s *Server) serveMetrics(c *fiber.Ctx) error { return s.metricsHTTP(c) }
 
 // idempotent runs a write through the Idempotency-Key machinery when the
 // client sent the header; otherwise it just runs it.

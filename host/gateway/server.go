@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/factline/factline/host/auth"
 	"github.com/factline/factline/host/idempotency"
 	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/tracing"
 )
@@ -99,6 +102,10 @@ type Server struct {
 	// methods are the methods fiber routes; guard answers any other.
 	methods [][]byte
 	conns   connTracker
+	// endpoints document the routes registered through handle.
+	endpoints []openapi.Endpoint
+	// metricsHTTP serves the registry's metrics.
+	metricsHTTP fiber.Handler
 	// silentGrace is how long Shutdown lets a connection that has sent
 	// nothing stay open (silentConnGrace; shorter in tests).
 	silentGrace time.Duration
@@ -169,6 +176,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.hookTransport()
 	s.conns.hook(s.app.Server())
 	s.app.Use(s.observe)
+	s.metricsHTTP = adaptor.HTTPHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	s.routes()
 	return s, nil
 }

@@ -46,25 +46,24 @@ func (b *builder) ledgerCommands(commands map[string][]ledger.CommandSpec) {
 			desc = "The " + c.Name + " command of the entity's ledger."
 		}
 		desc += " Served for entities of type " + strings.Join(types, ", ") + " by their ledger plugin."
-		op := platformOp{
-			method: k.method, path: "/v1/entities/{id}" + k.path, id: "ledger" + pascal(c.Name) + pascal(strings.Join(types, "_")),
-			tag: tagEntities, summary: cmpOr(c.Description, c.Name), params: []*openapi3.ParameterRef{idParam("entity")},
-			errs: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity},
+		op := Endpoint{
+			Method: k.method, Path: "/v1/entities/{id}" + k.path, ID: "ledger" + pascal(c.Name) + pascal(strings.Join(types, "_")),
+			Tag: TagEntities, Summary: cmpOr(c.Description, c.Name), Params: []Param{IDParam("entity")},
+			Problems: []int{http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity},
 		}
 		if c.ReadOnly {
-			op.description = desc + " Read-only: answers the command's result and records nothing."
-			op.status, op.okDesc, op.data = http.StatusOK, "The command's result.", described(c.ResultSchema, "The command's result, as the ledger computes it from the entity's state.")
+			op.Description = desc + " Read-only: answers the command's result and records nothing."
+			op.Status, op.OK, op.Data = http.StatusOK, "The command's result.", fixed(described(c.ResultSchema, "The command's result, as the ledger computes it from the entity's state."))
 		} else {
-			op.description = desc + " Records the facts the ledger decides (" + strings.Join(c.Emits, ", ") + ") and answers the recorded fact (or {facts} when several)."
-			op.status, op.okDesc, op.data = http.StatusCreated, "The recorded fact.", b.schema(schemaFact)
-			op.idempotent = true
-			op.errs = append(op.errs, http.StatusConflict)
+			op.Description = desc + " Records the facts the ledger decides (" + strings.Join(c.Emits, ", ") + ") and answers the recorded fact (or {facts} when several)."
+			op.Status, op.OK, op.Data = http.StatusCreated, "The recorded fact.", Ref(schemaFact)
+			op.Idempotent = true
+			op.Problems = append(op.Problems, http.StatusConflict)
 		}
 		if k.method != http.MethodGet && k.method != http.MethodDelete {
-			op.body = described(c.InputSchema, "The command's input, as the ledger defines it.")
-			op.errs = append(op.errs, http.StatusUnsupportedMediaType, http.StatusRequestEntityTooLarge)
+			op.Body = fixed(described(c.InputSchema, "The command's input, as the ledger defines it."))
 		}
-		b.platformOperation(op)
+		b.endpoint(op)
 	}
 }
 
@@ -94,3 +93,6 @@ func (b *builder) command(typ, name string) (c ledger.CommandSpec, ok bool) {
 	}
 	return ledger.CommandSpec{}, false
 }
+
+// fixed is a schema already built.
+func fixed(r *openapi3.SchemaRef) Schema { return func(Doc) *openapi3.SchemaRef { return r } }

@@ -19,7 +19,11 @@
 //     problem response for the rest (405, 503, 504);
 //   - the API-key requirement (the ApiKeyAuth scheme, header X-API-Key) on
 //     api_key routes and an explicitly empty requirement on public ones;
-//   - the platform endpoints under /v1 and GET /health.
+//   - the endpoints the server registers itself ([Options.Endpoints]):
+//     the platform API, the mounted admin, webhook, plugin and projection
+//     endpoints, and the server's pages (/health, /ready, /metrics,
+//     /errors/{slug}, /docs, /openapi.json). Each is registered with its
+//     [Endpoint], so none is served undocumented.
 //
 // Schemas that depend on an entity type are named "<type>.Fields" (the
 // entity's data) and "<type>.Entity" (the Entity object). Entity type names

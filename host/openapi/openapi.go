@@ -29,6 +29,10 @@ type Options struct {
 	// DocsURL is the base of problem type URIs ({DocsURL}/errors/<slug>);
 	// DefaultDocsURL when empty.
 	DocsURL string
+	// Endpoints are the endpoints the server registers besides the
+	// manifest's routes (the platform API, mounted endpoints, the server's
+	// pages); each is described.
+	Endpoints []Endpoint
 	// Commands are the commands of each entity type's ledger: the routed
 	// ones are described under /v1/entities/{id}/..., and manifest routes
 	// of action command take their input and result schemas.
@@ -114,7 +118,10 @@ func Generate(gw *manifest.Gateway, domain *manifest.Domain, opts Options) (*ope
 	b.fixedResponses()
 	// Platform operation ids are fixed names and claimed first, so a
 	// manifest route can never take one of them.
-	b.platform()
+	b.platformSchemas()
+	for _, e := range opts.Endpoints {
+		b.endpoint(e)
+	}
 	b.ledgerCommands(opts.Commands)
 	if gw != nil {
 		for _, r := range gw.Routes {

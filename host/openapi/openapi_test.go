@@ -14,6 +14,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/factline/factline/host/app"
 	"github.com/factline/factline/host/ledger"
 	"github.com/factline/factline/host/manifest"
 	"github.com/factline/factline/host/openapi"
@@ -29,6 +30,7 @@ var goldenOptions = openapi.Options{
 	Title:     "Factline gateway",
 	ServerURL: "http://localhost:8080",
 	DocsURL:   "https://docs.factline.dev",
+	Endpoints: app.Endpoints(true),
 }
 
 // repoManifests loads the manifests the product ships.
@@ -45,8 +47,13 @@ func repoManifests(t *testing.T) (*manifest.Gateway, *manifest.Domain) {
 	return gw, domain
 }
 
+// generate describes gw with the endpoints a server registers unless opts
+// names others.
 func generate(t *testing.T, gw *manifest.Gateway, domain *manifest.Domain, opts openapi.Options) *openapi3.T {
 	t.Helper()
+	if opts.Endpoints == nil {
+		opts.Endpoints = app.Endpoints(true)
+	}
 	doc, err := openapi.Generate(gw, domain, opts)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
@@ -723,6 +730,22 @@ func TestPlatformEndpoints(t *testing.T) {
 		{"GET", "/v1/admin/domain", "200", false, true},
 		{"PUT", "/v1/admin/domain/{name}", "201", false, true},
 		{"DELETE", "/v1/admin/domain/{name}", "200", false, true},
+		{"GET", "/v1/admin/stream/history", "200", false, true},
+		{"GET", "/v1/admin/projections", "200", false, true},
+		{"GET", "/v1/admin/plugins", "200", false, true},
+		{"PUT", "/v1/admin/plugins/{name}", "201", false, true},
+		{"POST", "/v1/admin/plugins/{name}/rollback", "200", false, true},
+		{"POST", "/v1/admin/ledgers/{type}/rebuild", "200", false, true},
+		{"POST", "/v1/admin/webhooks/secrets", "201", false, true},
+		{"POST", "/v1/admin/webhooks/configs/{id}/rotate-secret", "201", false, true},
+		{"POST", "/v1/admin/webhooks/configs/{id}/pause", "200", false, true},
+		{"POST", "/v1/admin/webhooks/configs/{id}/resume", "200", false, true},
+		{"GET", "/v1/admin/webhooks/paused", "200", false, true},
+		{"GET", "/v1/admin/webhooks/dead-letters", "200", false, true},
+		{"POST", "/v1/admin/webhooks/dead-letters/{delivery_id}/replay", "200", false, true},
+		{"POST", "/v1/admin/webhooks/dead-letters/replay", "200", false, true},
+		{"GET", "/v1/admin/webhooks/deliveries", "200", false, true},
+		{"GET", "/v1/admin/webhooks/deliveries/{delivery_id}", "200", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -782,7 +805,7 @@ routes:
 
 func TestPlatformOnly(t *testing.T) {
 	t.Parallel()
-	doc := roundTrip(t, generate(t, nil, nil, openapi.Options{Title: "Factline", Version: "9"}))
+	doc := roundTrip(t, generate(t, nil, nil, openapi.Options{Title: "Factline", Version: "9", Endpoints: app.Endpoints(true)}))
 	if doc.Info.Title != "Factline" || doc.Info.Version != "9" {
 		t.Errorf("info = %+v", doc.Info)
 	}

@@ -3,11 +3,13 @@ package plugins
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/host/gateway"
+	"github.com/factline/factline/host/openapi"
 	"github.com/factline/factline/host/platform"
 	"github.com/factline/factline/host/problem"
 	"github.com/factline/factline/host/wasm"
@@ -27,16 +29,32 @@ const MaxModuleBytes = 32 << 20
 // an admin key of the operator tenant; listing and rebuilding need any
 // admin key.
 func (m *Manager) Mount(srv *gateway.Server, p *platform.Service, operatorTenant string) {
+	for _, r := range m.routes(p, operatorTenant) {
+		srv.Mount(r.Doc, r.Handler)
+	}
+}
+
+// Endpoints documents the endpoints Mount adds.
+func Endpoints() []openapi.Endpoint { return gateway.Docs((*Manager)(nil).routes(nil, "")) }
+
+// pluginInfo is a loaded plugin as the admin endpoints show it.
+var pluginInfo = openapi.FreeObject("A plugin: name, version, sha256, what it serves (ledgers, handlers, commands), whether it is built in, and its previous version when it has one.")
+
+func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.Route {
+	const (
+		ok, created, bad, notFound, conflict, unproc = http.StatusOK, http.StatusCreated, http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity
+	)
+	name := openapi.NameParam("plugin")
 	operator := func(c *fiber.Ctx) error {
 		if gateway.Tenant(c) != operatorTenant {
 			return problem.Newf(problem.Forbidden, "Plugins are managed by admin keys of the operator tenant (%s)", operatorTenant)
 		}
 		return nil
 	}
-	srv.Mount(fiber.MethodGet, "/v1/admin/plugins", gateway.AdminKey, func(c *fiber.Ctx) error {
+	list := func(c *fiber.Ctx) error {
 		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": m.List()})
-	})
-	srv.Mount(fiber.MethodPut, "/v1/admin/plugins/:name", gateway.AdminKey, func(c *fiber.Ctx) error {
+	}
+	install := func(c *fiber.Ctx) error {
 		if err := operator(c); err != nil {
 			return err
 		}
@@ -63,8 +81,8 @@ func (m *Manager) Mount(srv *gateway.Server, p *platform.Service, operatorTenant
 			status = fiber.StatusOK
 		}
 		return gateway.Respond(c, status, info(m, p))
-	})
-	srv.Mount(fiber.MethodPost, "/v1/admin/plugins/:name/rollback", gateway.AdminKey, func(c *fiber.Ctx) error {
+	}
+	rollback := func(c *fiber.Ctx) error {
 		if err := operator(c); err != nil {
 			return err
 		}
@@ -80,14 +98,33 @@ func (m *Manager) Mount(srv *gateway.Server, p *platform.Service, operatorTenant
 			return refused(name, err)
 		}
 		return gateway.Respond(c, fiber.StatusOK, info(m, p))
-	})
-	srv.Mount(fiber.MethodPost, "/v1/admin/ledgers/:type/rebuild", gateway.AdminKey, func(c *fiber.Ctx) error {
+	}
+	rebuild := func(c *fiber.Ctx) error {
 		res, err := p.RebuildSnapshots(gateway.Context(c), gateway.Tenant(c), strings.Clone(c.Params("type")))
 		if err != nil {
 			return err
 		}
 		return gateway.Respond(c, fiber.StatusOK, res)
-	})
+	}
+	return []gateway.Route{
+		{Handler: list, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/admin/plugins", ID: "listPlugins", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
+			Summary: "List the plugins", Description: "The loaded plugins, built-in ones included, and what each serves.",
+			Status: ok, OK: "The plugins.", Data: openapi.List("The plugins.", "", pluginInfo)}},
+		{Handler: install, Doc: openapi.Endpoint{Method: http.MethodPut, Path: "/v1/admin/plugins/:name", ID: "installPlugin", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
+			Summary: "Install or replace a plugin",
+			Description: "Loads a WebAssembly module as the named plugin. It is checked (ABI, exports, a smoke call) before it serves; refused, the current version keeps serving (422 listing every reason). " +
+				"Sending the version being served answers 200. Needs an admin key of the operator tenant.",
+			Params:  []openapi.Param{name},
+			Content: []openapi.Media{{Type: "application/wasm", Schema: openapi.Binary("The plugin's .wasm file.")}}, ContentDesc: "The compiled module.",
+			Status: created, OK: "Installed (200 when that version was already served).", Data: pluginInfo, Problems: []int{unproc}}},
+		{Handler: rollback, Doc: openapi.Endpoint{Method: http.MethodPost, Path: "/v1/admin/plugins/:name/rollback", ID: "rollbackPlugin", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
+			Summary: "Roll a plugin back", Description: "Serves the plugin's previous version again. Needs an admin key of the operator tenant.",
+			Params: []openapi.Param{name}, Status: ok, OK: "The version now served.", Data: pluginInfo, Problems: []int{notFound, conflict, unproc}}},
+		{Handler: rebuild, Doc: openapi.Endpoint{Method: http.MethodPost, Path: "/v1/admin/ledgers/:type/rebuild", ID: "rebuildLedgerSnapshots", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
+			Summary: "Rebuild an entity type's snapshots", Description: "Recomputes the ledger snapshots of the tenant's entities of a type from their facts, after a ledger plugin changed how it folds them.",
+			Params: []openapi.Param{openapi.PathParam("type", "The entity type.")}, Status: ok, OK: "What was rebuilt.",
+			Data: openapi.FreeObject("How many entities were rebuilt."), Problems: []int{bad, notFound}}},
+	}
 }
 
 func info(m *Manager, p *wasm.Plugin) any {

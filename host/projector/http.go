@@ -1,11 +1,13 @@
 package projector
 
 import (
+	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/host/gateway"
+	"github.com/factline/factline/host/openapi"
 )
 
 // Mount adds the projection endpoints of the platform API:
@@ -16,8 +18,30 @@ import (
 // The query endpoint answers like a manifest route with action query, for
 // callers without one.
 func (s *Service) Mount(srv *gateway.Server) {
-	srv.Mount(fiber.MethodGet, "/v1/projections", gateway.AnyKey, s.handleList)
-	srv.Mount(fiber.MethodPost, "/v1/projections/:id/query", gateway.AnyKey, s.handleQuery)
+	for _, r := range s.routes() {
+		srv.Mount(r.Doc, r.Handler)
+	}
+}
+
+// Endpoints documents the endpoints Mount adds.
+func Endpoints() []openapi.Endpoint { return gateway.Docs((*Service)(nil).routes()) }
+
+func (s *Service) routes() []gateway.Route {
+	const (
+		ok, bad, notFound = http.StatusOK, http.StatusBadRequest, http.StatusNotFound
+	)
+	return []gateway.Route{
+		{Handler: s.handleList, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/projections", ID: "listProjections", Tag: openapi.TagProjections,
+			Summary:     "List the tenant's projections",
+			Description: "Each projection config that runs, its current version, the version queries read and whether it has caught up with the fact stream (false while it backfills).",
+			Status:      ok, OK: "The projections.", Data: openapi.Ref("ProjectionList")}},
+		{Handler: s.handleQuery, Doc: openapi.Endpoint{Method: http.MethodPost, Path: "/v1/projections/:id/query", ID: "queryProjection", Tag: openapi.TagProjections,
+			Summary:     "Query a projection",
+			Description: "The results of a projection, as the query action of a manifest route answers them. The path names the projection config by id or name.",
+			Params:      []openapi.Param{openapi.IDParam("projection config (or its name)")},
+			Body:        openapi.Ref("ProjectionQueryRequest"), Status: ok, OK: "The projection's results.", Data: openapi.Ref("QueryResult"),
+			Problems: []int{bad, notFound, http.StatusServiceUnavailable}}},
+	}
 }
 
 func (s *Service) handleList(c *fiber.Ctx) error {
