@@ -29,9 +29,10 @@ test: deps ## run the whole suite with the race detector, Postgres and Redis inc
 	@# the race detector, which slows every call several times over.
 	$(GO) test -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./host/app
 
-vet: ## go vet and gofmt check
+vet: ## go vet, gofmt and go mod tidy checks
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy" >&2; exit 1; }
 
 fuzz: ## run every fuzz target for a bounded time (FUZZTIME, default 20s each)
 	@bash .ci/fuzz.sh $${FUZZTIME:-20s}
