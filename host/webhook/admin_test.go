@@ -257,6 +257,24 @@ func TestCLI(t *testing.T) { // not parallel: it sets an environment variable
 	if err != nil || !strings.Contains(out, "resumed") {
 		t.Fatalf("resume: %v %s", err, out)
 	}
+	if _, _, err := run("resume", "--tenant", tenantA, cfg.ID); err == nil || !strings.Contains(err.Error(), "not paused") {
+		t.Errorf("resume of a config that is not paused: %v", err)
+	}
+	if out, _, err := run("pause", "--tenant", tenantA, cfg.ID); err != nil || !strings.Contains(out, "paused "+cfg.ID) {
+		t.Fatalf("pause: %v %s", err, out)
+	}
+	if p, err := st.GetWebhookPause(t.Context(), tenantA, cfg.ID); err != nil || p.Reason != PauseReasonManual {
+		t.Fatalf("pause recorded: %+v %v", p, err)
+	}
+	if _, _, err := run("pause", "--tenant", tenantA, cfg.ID); err == nil || !strings.Contains(err.Error(), "paused already") {
+		t.Errorf("pause twice: %v", err)
+	}
+	if _, _, err := run("pause", "--tenant", tenantA, "cfg_nope"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("pause of an unknown config: %v", err)
+	}
+	if out, _, err := run("resume", "--tenant", tenantA, cfg.ID); err != nil || !strings.Contains(out, "resumed") {
+		t.Fatalf("resume after pause: %v %s", err, out)
+	}
 	e.clock.Set(time.Now().Add(time.Minute)) // the CLI replays at wall-clock time
 	notify(e.svc.dl.kick)
 	e.waitRow(id, "sent after the CLI replay", func(r *store.OutboxRow) bool { return r.Status == store.OutboxSent })

@@ -27,7 +27,8 @@ Commands:
   replay        replay dead deliveries: factline webhooks replay --tenant T DELIVERY_ID...
                 or every dead delivery (of one config): --all [--config-id CFG]
   dead-letters  list dead deliveries: factline webhooks dead-letters --tenant T [--config-id CFG]
-  resume        resume a config paused by a 410: factline webhooks resume --tenant T CONFIG_ID
+  pause         pause a config's deliveries: factline webhooks pause --tenant T CONFIG_ID
+  resume        resume a paused config (by pause or a 410): factline webhooks resume --tenant T CONFIG_ID
 
 Flags shared by every command (each also read from FACTLINE_<FLAG>):
   --database-url  Postgres URL; empty: the embedded store in --data-dir
@@ -64,10 +65,10 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "dead-letters":
 		configID = fs.String("config-id", "", "only this config's dead deliveries")
 		fs.IntVar(&limit, "limit", 50, "page size (at most 200)")
-	case "resume":
+	case "pause", "resume":
 	default:
 		fmt.Fprintln(stderr, cliUsage)
-		return fmt.Errorf("unknown command %q (replay, dead-letters, resume)", sub)
+		return fmt.Errorf("unknown command %q (replay, dead-letters, pause, resume)", sub)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -136,9 +137,9 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintln(tw, "(more: raise --limit)")
 		}
 		return tw.Flush()
-	default: // resume
+	default: // pause, resume
 		if fs.NArg() != 1 {
-			return errors.New("resume: give one config id")
+			return fmt.Errorf("%s: give one config id", sub)
 		}
 		id := fs.Arg(0)
 		c, err := st.GetConfig(ctx, *tenant, id)
@@ -147,6 +148,17 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		if err != nil {
 			return err
+		}
+		if sub == "pause" {
+			err := st.PauseWebhookConfig(ctx, &store.WebhookPause{TenantID: *tenant, ConfigID: id,
+				Reason: PauseReasonManual, PausedAt: time.Now().UnixMilli()})
+			if errors.Is(err, store.ErrAlreadyExists) {
+				return fmt.Errorf("webhook config %s is paused already", id)
+			} else if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "paused %s\n", id)
+			return nil
 		}
 		if err := st.ResumeWebhookConfig(ctx, *tenant, id); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("webhook config %s is not paused", id)
