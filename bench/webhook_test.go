@@ -97,13 +97,26 @@ type whReceiver struct {
 	// received maps a fact id to its first delivery's 2xx and the
 	// delivery's creation time (from the body).
 	received map[string]whReceipt
-	total    atomic.Int64
+	// byEndpoint, when not nil, maps each endpoint's fact ids to their
+	// first 2xx there (the fan-out benchmark).
+	byEndpoint []map[string]time.Time
+	total      atomic.Int64
 }
 
-func startWhReceiver(t *testing.T) *whReceiver {
+func startWhReceiver(t *testing.T) *whReceiver { return startWhReceiverN(t, whEndpoints, false) }
+
+// startWhReceiverN starts n endpoints; perEndpoint records every
+// endpoint's receipts apart.
+func startWhReceiverN(t *testing.T, n int, perEndpoint bool) *whReceiver {
 	r := &whReceiver{seen: map[string]int{}, received: map[string]whReceipt{}, pool: x509.NewCertPool()}
-	for range whEndpoints {
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	if perEndpoint {
+		r.byEndpoint = make([]map[string]time.Time, n)
+		for i := range r.byEndpoint {
+			r.byEndpoint[i] = map[string]time.Time{}
+		}
+	}
+	for i := range n {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { r.serve(i, w, req) }))
 		srv.Config.ErrorLog = nil
 		srv.StartTLS()
 		t.Cleanup(srv.Close)
@@ -118,7 +131,7 @@ var (
 	tsKey     = []byte(`"timestamp":"`)
 )
 
-func (r *whReceiver) serve(w http.ResponseWriter, req *http.Request) {
+func (r *whReceiver) serve(ep int, w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	id := req.Header.Get("X-Svc-Delivery-Id")
 	now := time.Now()
@@ -139,6 +152,11 @@ func (r *whReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	if fact != "" {
 		if _, dup := r.received[fact]; !dup {
 			r.received[fact] = whReceipt{at: now, created: created}
+		}
+		if r.byEndpoint != nil {
+			if _, dup := r.byEndpoint[ep][fact]; !dup {
+				r.byEndpoint[ep][fact] = now
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -172,6 +190,13 @@ var whLog = slog.New(slog.DiscardHandler)
 
 func newWhDB(t *testing.T, ctx context.Context, rc *whReceiver) *whDB {
 	t.Helper()
+	return newWhDBTriggers(t, ctx, rc, func(i int) string { return "bench." + whSubtypes[i] })
+}
+
+// newWhDBTriggers creates one config per endpoint of rc, endpoint i
+// triggered by trigger(i).
+func newWhDBTriggers(t *testing.T, ctx context.Context, rc *whReceiver, trigger func(int) string) *whDB {
+	t.Helper()
 	d := &whDB{url: testutil.PostgresDurable(t)}
 	var err error
 	d.st, err = postgres.Open(ctx, d.url, postgres.Options{Logger: whLog, MaxConns: 16})
@@ -204,7 +229,7 @@ func newWhDB(t *testing.T, ctx context.Context, rc *whReceiver) *whDB {
 	}
 	for i, srv := range rc.servers {
 		_, err := plat.CreateConfig(ctx, whTenant, platform.ConfigInput{Type: webhook.ConfigType, Name: "endpoint " + strconv.Itoa(i),
-			Settings: map[string]any{"url": srv.URL + "/hook", "secret_ref": sec.SecretRef, "triggers": []any{"bench." + whSubtypes[i]},
+			Settings: map[string]any{"url": srv.URL + "/hook", "secret_ref": sec.SecretRef, "triggers": []any{trigger(i)},
 				// A short backoff, so the SIGKILL scenario's interrupted
 				// attempts are retried within seconds.
 				"retry": map[string]any{"backoff_base_seconds": 1, "backoff_max_seconds": 5}}})
@@ -416,22 +441,9 @@ func TestWebhookDelivery(t *testing.T) {
 	// first reads past the audit facts (a) recorded, so that the window
 	// measures the steady state.
 	svc = db.service(t, rc, false, false)
-	head, err := db.st.HeadPosition(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		pos, err := db.st.GetCheckpoint(ctx, webhook.ConsumerName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pos >= head {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	db.waitConsumer(t, ctx)
 	cpu0 = whSampleCPU(mon.postmaster)
-	offered, behind := whOffer(t, ctx, db, rc, window)
+	offered, behind := whOffer(t, ctx, db, rc, window, whRate, whFacts)
 	rep.SustainCPU = whSampleCPU(mon.postmaster).sub(cpu0)
 	rep.Offered, rep.Behind = offered, behind
 	deadline := time.Now().Add(2 * time.Minute)
@@ -480,27 +492,47 @@ func TestWebhookDelivery(t *testing.T) {
 	}
 }
 
-// whOffer offers whRate facts/s for window, open loop: every 10 ms it
+// waitConsumer waits until the stream consumer has read up to the head.
+func (d *whDB) waitConsumer(t *testing.T, ctx context.Context) {
+	t.Helper()
+	head, err := d.st.HeadPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		pos, err := d.st.GetCheckpoint(ctx, webhook.ConsumerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos >= head {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// whOffer offers rate facts/s (made by gen) for window, open loop: every 10 ms it
 // appends every fact due by then (a slow commit makes the next batch
 // bigger, not the rate lower), and records each fact's commit time (when
 // AppendFacts returned). It returns how many it offered and the largest
 // lag of a batch behind its schedule.
-func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window time.Duration) (int, time.Duration) {
+func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window time.Duration, rate float64,
+	gen func(n, offset int) []store.Append) (int, time.Duration) {
 	t.Helper()
 	const tick = 10 * time.Millisecond
 	start := time.Now()
-	total := int(window.Seconds() * whRate)
+	total := int(window.Seconds() * rate)
 	n := 0
 	var behind time.Duration
 	for n < total {
 		elapsed := time.Since(start)
-		due := min(int(elapsed.Seconds()*whRate), total) - n
+		due := min(int(elapsed.Seconds()*rate), total) - n
 		if due <= 0 {
 			time.Sleep(tick - elapsed%tick)
 			continue
 		}
-		behind = max(behind, elapsed-time.Duration(float64(n)/whRate*float64(time.Second))-tick)
-		items := whFacts(min(due, 1000), n)
+		behind = max(behind, elapsed-time.Duration(float64(n)/rate*float64(time.Second))-tick)
+		items := gen(min(due, 1000), n)
 		db.append(t, ctx, items)
 		at := time.Now()
 		for _, it := range items {
@@ -512,7 +544,7 @@ func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window
 }
 
 // whCeiling drives the receiver directly: 128 keep-alive clients posting
-// 1 KB bodies round-robin over the 64 endpoints for whCeilingWindow.
+// 1 KB bodies round-robin over its endpoints for whCeilingWindow.
 func whCeiling(t *testing.T, rc *whReceiver) float64 {
 	t.Helper()
 	tr := &http.Transport{TLSClientConfig: rc.tlsConfig(), MaxIdleConnsPerHost: 8, MaxIdleConns: 1024, DisableCompression: true}
@@ -527,7 +559,7 @@ func whCeiling(t *testing.T, rc *whReceiver) float64 {
 		go func() {
 			defer wg.Done()
 			for i := 0; time.Now().Before(stop); i++ {
-				req, _ := http.NewRequest(http.MethodPost, rc.servers[(w+i)%whEndpoints].URL+"/ceiling", bytes.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, rc.servers[(w+i)%len(rc.servers)].URL+"/ceiling", bytes.NewReader(body))
 				req.Header.Set("X-Svc-Delivery-Id", "ceiling_"+strconv.Itoa(w)+"_"+strconv.Itoa(i))
 				resp, err := client.Do(req)
 				if err != nil {

@@ -1,0 +1,228 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/host/id"
+	"github.com/factline/factline/host/store"
+)
+
+// Fan-out benchmark parameters (issue 15, scenario 4).
+const (
+	fanEndpoints   = 200
+	fanRate        = 50 // facts/s, each matched by every config
+	fanTrigger     = "bench.fan"
+	fanTargetP99   = time.Second
+	fanStarveRatio = 2.0 // an endpoint's p99 at most this times the median endpoint's
+)
+
+// fanFacts returns n facts of the one subtype every config matches.
+func fanFacts(n, offset int) []store.Append {
+	items := make([]store.Append, n)
+	now := time.Now().UnixMilli()
+	for i := range items {
+		items[i] = store.Append{Fact: store.Fact{ID: id.New(id.Fact), TenantID: whTenant, Type: "bench", Subtype: "fan",
+			Timestamp: now, CreatedAt: now, Data: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, offset+i, whPadding))}}
+	}
+	return items
+}
+
+// fanReport is the outcome of TestWebhookFanOut.
+type fanReport struct {
+	Env    *benchEnv
+	Window time.Duration
+
+	Offered     int // facts
+	Behind      time.Duration
+	Took        time.Duration // first commit to last 2xx
+	CPU         whCPU
+	Latency     []time.Duration // sorted, every (endpoint, fact) delivered
+	EndpointP99 []time.Duration // sorted, one per endpoint
+	Short       int             // endpoints missing deliveries
+	Ceiling     float64
+
+	Verdicts map[string]string
+	Failures []string
+}
+
+func (r *fanReport) delivered() int { return len(r.Latency) }
+func (r *fanReport) rate() float64 {
+	if r.Took <= 0 {
+		return 0
+	}
+	return float64(r.delivered()) / r.Took.Seconds()
+}
+func (r *fanReport) medianEP() time.Duration { return pctOf(r.EndpointP99, 0.5) }
+func (r *fanReport) worstEP() time.Duration  { return pctOf(r.EndpointP99, 1) }
+
+func (r *fanReport) evaluate() {
+	r.Verdicts = map[string]string{}
+	var lat, starve []string
+	if p99 := pctOf(r.Latency, 0.99); p99 >= fanTargetP99 || len(r.Latency) == 0 {
+		lat = append(lat, fmt.Sprintf("p99 %s >= %s", fmtLatency(p99), fmtLatency(fanTargetP99)))
+	}
+	if want := r.Offered * fanEndpoints; r.delivered() != want {
+		lat = append(lat, fmt.Sprintf("%d of %d deliveries not received within 2 minutes", want-r.delivered(), want))
+	}
+	if m := r.medianEP(); m <= 0 || float64(r.worstEP()) > fanStarveRatio*float64(m) {
+		starve = append(starve, fmt.Sprintf("worst endpoint p99 %s > %.0fx the median endpoint's %s", fmtLatency(r.worstEP()), fanStarveRatio, fmtLatency(m)))
+	}
+	if r.Short > 0 {
+		starve = append(starve, fmt.Sprintf("%d endpoints missed deliveries", r.Short))
+	}
+	r.Verdicts["latency"], r.Verdicts["starve"] = verdict(lat), verdict(starve)
+	for _, m := range lat {
+		r.Failures = append(r.Failures, "fan-out latency: "+m)
+	}
+	for _, m := range starve {
+		r.Failures = append(r.Failures, "fan-out starvation: "+m)
+	}
+}
+
+func (r *fanReport) markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	e := r.Env
+	w("## Webhook fan-out (one fact type, 200 configs, 200 HTTPS endpoints, Postgres)\n\n")
+	w("Written by `TestWebhookFanOut` (`bash bench/run.sh -run TestWebhookFanOut`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 UTC"))
+	w("| Machine | |\n|---|---|\n")
+	w("| Kernel | `%s` |\n", e.Uname)
+	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
+	w("| Memory | %s |\n", e.MemTotal)
+	w("| Go | %s |\n", e.GoVersion)
+	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable) on 127.0.0.1: fsync=%s, synchronous_commit=%s |\n\n",
+		e.PGVersion, e.Setting("fsync"), e.Setting("synchronous_commit"))
+	if r.Window < 60*time.Second {
+		w("**Shortened window:** facts were offered for %v, not the scenario's 60 s (`BENCH_DURATION`), because the "+
+			"machine was shared with other work during the run; the figures below are from that window.\n\n", r.Window)
+	}
+	w("Setup: one tenant with %d webhook configs, every one triggered by `%s`, each with its own receiver: %d `httptest` "+
+		"TLS servers on loopback ports (HTTP/1.1 keep-alive) sharing the handler of the webhook delivery benchmark, which "+
+		"records each endpoint's first 2xx per fact. One generator appends %d facts/s (about 1 KB bodies) for %v, so every "+
+		"fact becomes %d deliveries: %s deliveries/s offered. The webhook service runs in the test process (Workers 512, "+
+		"EndpointConcurrency 8, ClaimBatch 256): matching (a `webhook.triggered` fact and an outbox row per match), "+
+		"claiming, HMAC signing, the HTTPS request and each attempt's `webhook.sent` fact are all included, and the "+
+		"receivers share the same cores. Latency runs from the fact's commit (`AppendFacts` returned) to the receiver's 200.\n\n",
+		fanEndpoints, fanTrigger, fanEndpoints, fanRate, r.Window, fanEndpoints, formatInt(fanRate*fanEndpoints))
+	w("| Figure | Value | Target | Result |\n|---|---|---|---|\n")
+	w("| deliveries/s | **%s** (%s of %s deliveries in %.1f s, start of the offer to the last 2xx) | %s offered | — |\n",
+		formatInt(int64(r.rate())), formatInt(int64(r.delivered())), formatInt(int64(r.Offered*fanEndpoints)), r.Took.Seconds(),
+		formatInt(fanRate*fanEndpoints))
+	w("| commit to 2xx, all deliveries | p50 **%s**, p99 **%s**, max %s | p99 < %s, all delivered | %s |\n",
+		fmtLatency(pctOf(r.Latency, 0.5)), fmtLatency(pctOf(r.Latency, 0.99)), fmtLatency(pctOf(r.Latency, 1)),
+		fmtLatency(fanTargetP99), r.Verdicts["latency"])
+	w("| per-endpoint p99 | median endpoint %s, best %s, worst **%s** (%.2fx the median); %d endpoints short | worst ≤ %.0fx median, none short | %s |\n",
+		fmtLatency(r.medianEP()), fmtLatency(pctOf(r.EndpointP99, 0)), fmtLatency(r.worstEP()),
+		float64(r.worstEP())/max(1, float64(r.medianEP())), r.Short, fanStarveRatio, r.Verdicts["starve"])
+	w("| receivers' own ceiling | %s requests/s (128 keep-alive clients, 1 KB bodies, %v, round-robin over the %d endpoints) | reference | — |\n",
+		formatInt(int64(r.Ceiling)), whCeilingWindow, fanEndpoints)
+	if r.Ceiling > 0 {
+		w("| share of the ceiling | **%.0f%%** | | |\n", 100*r.rate()/r.Ceiling)
+	}
+	busy := 0.0
+	if r.CPU.All > 0 {
+		busy = float64(e.Cores) * float64(r.CPU.Busy) / float64(r.CPU.All)
+	}
+	self, pg := r.CPU.cores(r.CPU.Self), r.CPU.cores(r.CPU.PG)
+	w("\nCPU cores busy during the offer window: test process (service + receivers) %.2f, PostgreSQL %.2f, other processes %.2f, "+
+		"whole machine %.2f of %d. A batch of facts was at most %s behind its schedule.\n",
+		self, pg, max(0, busy-self-pg), busy, e.Cores, fmtLatency(r.Behind))
+	if other := busy - self - pg; other > 0.15 {
+		w("\n**Caution:** other processes used %.2f cores during the window; the machine was not quiet and these "+
+			"figures understate what it can do.\n", other)
+	}
+	w("\nReproduce with `bash bench/run.sh -run TestWebhookFanOut` (`BENCH_DURATION` sets the offer window, 60 s by default).\n")
+	return b.String()
+}
+
+// TestWebhookFanOut measures one fact type matched by 200 webhook configs
+// (200 loopback HTTPS endpoints): 50 facts/s for 60 s (10,000
+// deliveries/s offered), commit to 2xx overall and per endpoint, next to
+// the receivers' own ceiling in the same run.
+func TestWebhookFanOut(t *testing.T) {
+	ctx := context.Background()
+	window := 60 * time.Second
+	if s := os.Getenv("BENCH_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("BENCH_DURATION=%q", s)
+		}
+		window = d
+	}
+	rc := startWhReceiverN(t, fanEndpoints, true)
+	db := newWhDBTriggers(t, ctx, rc, func(int) string { return fanTrigger })
+	env, err := collectEnv(ctx, db.url, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &fanReport{Env: env, Window: window}
+	mon := newMonitor(ctx, db.pool)
+
+	svc := db.service(t, rc, false, false)
+	db.waitConsumer(t, ctx)
+	base := rc.total.Load()
+	cpu0 := whSampleCPU(mon.postmaster)
+	start := time.Now()
+	rep.Offered, rep.Behind = whOffer(t, ctx, db, rc, window, fanRate, fanFacts)
+	rep.CPU = whSampleCPU(mon.postmaster).sub(cpu0)
+	want := int64(rep.Offered * fanEndpoints)
+	deadline := time.Now().Add(2 * time.Minute)
+	for rc.total.Load()-base < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopService(t, svc)
+
+	rc.mu.Lock()
+	var last time.Time
+	for _, got := range rc.byEndpoint {
+		var lat []time.Duration
+		for fact, at := range got {
+			c, ok := rc.commits.Load(fact)
+			if !ok {
+				continue
+			}
+			lat = append(lat, at.Sub(c.(time.Time)))
+			if at.After(last) {
+				last = at
+			}
+		}
+		if len(lat) < rep.Offered {
+			rep.Short++
+		}
+		slices.Sort(lat)
+		rep.EndpointP99 = append(rep.EndpointP99, pctOf(lat, 0.99))
+		rep.Latency = append(rep.Latency, lat...)
+	}
+	rc.mu.Unlock()
+	slices.Sort(rep.Latency)
+	slices.Sort(rep.EndpointP99)
+	if !last.IsZero() {
+		rep.Took = last.Sub(start)
+	}
+	t.Logf("fan-out: %d facts, %d deliveries in %v: %.0f/s; p50 %v p99 %v; endpoint p99 median %v worst %v",
+		rep.Offered, rep.delivered(), rep.Took, rep.rate(), pctOf(rep.Latency, 0.5), pctOf(rep.Latency, 0.99), rep.medianEP(), rep.worstEP())
+
+	rep.Ceiling = whCeiling(t, rc)
+	rc.reset()
+
+	rep.evaluate()
+	md := rep.markdown()
+	fmt.Println(md)
+	if os.Getenv("BENCH_WEBHOOK_NO_WRITE") == "" {
+		if err := updateSection("RESULTS.md", "webhook-fanout", md); err != nil {
+			t.Errorf("update RESULTS.md: %v", err)
+		}
+	}
+	for _, f := range rep.Failures {
+		t.Errorf("missed: %s", f)
+	}
+}
