@@ -136,14 +136,7 @@ func (r *gwReport) markdown() string {
 	row("Factline `GET "+gwRoute+"` (auth + Redis limit + Postgres)", r.Product, fmt.Sprintf("%.1f%%", 100*r.ratio()))
 	w("\n")
 
-	w("| Target | Measured | Result |\n|---|---|---|\n")
-	for _, c := range r.Checks {
-		res := "**PASS**"
-		if !c.OK {
-			res = "**FAIL**"
-		}
-		w("| %s | %s | %s |\n", c.Target, c.Measured, res)
-	}
+	writeCheckTable(w, r.Checks)
 	w("\n")
 
 	w("Where the CPU went during each measured run (from /proc):\n\n")
@@ -192,17 +185,34 @@ func (r *gwReport) markdown() string {
 		w("**Caution:** other processes used more than %.2f cores during %s; the machine was not quiet and "+
 			"those figures understate what it can do.\n\n", gwNoisyCores, strings.Join(noisy, ", "))
 	}
-	if len(r.Failures) > 0 {
-		w("Targets missed:\n\n")
-		for _, f := range r.Failures {
-			w("- %s\n", f)
-		}
-		w("\n")
-	} else {
-		w("Every target met.\n\n")
-	}
+	writeMissed(w, r.Failures)
 	w("Reproduce with `make bench` or `go test -tags bench -run TestGatewayThroughput -v ./bench/` (`BENCH_DURATION`, " +
 		"`BENCH_WARMUP` shorten the windows for a trial; `BENCH_GATEWAY_CPUPROFILE=file` additionally serves the route " +
 		"from host/app inside the test process and writes a CPU profile of it under the same wrk load).\n")
 	return b.String()
+}
+
+// writeCheckTable writes a report's targets with PASS or FAIL each.
+func writeCheckTable(w func(string, ...any), checks []gwCheck) {
+	w("| Target | Measured | Result |\n|---|---|---|\n")
+	for _, c := range checks {
+		res := "**PASS**"
+		if !c.OK {
+			res = "**FAIL**"
+		}
+		w("| %s | %s | %s |\n", c.Target, c.Measured, res)
+	}
+}
+
+// writeMissed lists a report's missed targets, or says every one was met.
+func writeMissed(w func(string, ...any), failures []string) {
+	if len(failures) == 0 {
+		w("Every target met.\n\n")
+		return
+	}
+	w("Targets missed:\n\n")
+	for _, f := range failures {
+		w("- %s\n", f)
+	}
+	w("\n")
 }

@@ -426,14 +426,7 @@ func (r *mpReport) markdown() string {
 		mpConfigs, float64(r.PerProj)/float64(time.Microsecond), float64(r.Extra)/float64(time.Microsecond), mpConfigs,
 		float64(r.Extra+baseAll)/float64(max(baseAll, 1)), float64(baseAll)/float64(time.Microsecond),
 		float64(r.Proj.perFact(r.Proj.CPU.Server)-r.Base.perFact(r.Base.CPU.Server))/float64(mpConfigs)/float64(time.Microsecond))
-	w("| Target | Measured | Result |\n|---|---|---|\n")
-	for _, c := range r.Checks {
-		res := "**PASS**"
-		if !c.OK {
-			res = "**FAIL**"
-		}
-		w("| %s | %s | %s |\n", c.Target, c.Measured, res)
-	}
+	writeCheckTable(w, r.Checks)
 	w("\n")
 	if o := max(r.Base.CPU.OtherCores(), r.Proj.CPU.OtherCores()); o > gwNoisyCores {
 		w("**Caution:** the machine was shared while this ran (other processes used up to %.2f cores in a window); "+
@@ -442,15 +435,7 @@ func (r *mpReport) markdown() string {
 	if r.Params.Duration < 10*time.Second {
 		w("This run used a short window (`BENCH_DURATION=%v`) because the machine was shared and loaded; the default is 10 s.\n\n", r.Params.Duration)
 	}
-	if len(r.Failures) > 0 {
-		w("Targets missed:\n\n")
-		for _, f := range r.Failures {
-			w("- %s\n", f)
-		}
-		w("\n")
-	} else {
-		w("Every target met.\n\n")
-	}
+	writeMissed(w, r.Failures)
 	w("Reproduce with `go test -tags bench -run '^TestManyProjections$' -v ./bench/` (`BENCH_DURATION`, `BENCH_WARMUP` set the windows, " +
 		"`BENCH_PROJECTION_RATE` the offered appends/s).\n")
 	return b.String()

@@ -486,14 +486,7 @@ func (r *rtReport) markdown(base *rtRun) string {
 	w("CPU columns are cores averaged over the measured window (from /proc): the server process, PostgreSQL's postmaster " +
 		"and its children, Redis, and wrk or the Go clients (the test process); the bare handler's server is the test " +
 		"process. n/a: not measured (no Redis in the run).\n\n")
-	w("| Target | Measured | Result |\n|---|---|---|\n")
-	for _, c := range r.Checks {
-		res := "**PASS**"
-		if !c.OK {
-			res = "**FAIL**"
-		}
-		w("| %s | %s | %s |\n", c.Target, c.Measured, res)
-	}
+	writeCheckTable(w, r.Checks)
 	w("\n")
 	var noisy []string
 	for _, x := range r.Runs {
@@ -506,15 +499,7 @@ func (r *rtReport) markdown(base *rtRun) string {
 			"Absolute figures understate what the machine can do; the ratios to the same run's baseline are the figures "+
 			"to compare.\n\n", gwNoisyCores, strings.Join(noisy, ", "))
 	}
-	if len(r.Failures) > 0 {
-		w("Targets missed:\n\n")
-		for _, f := range r.Failures {
-			w("- %s\n", f)
-		}
-		w("\n")
-	} else {
-		w("Every target met.\n\n")
-	}
+	writeMissed(w, r.Failures)
 	w("Reproduce with `go test -tags bench -run '^%s$' -v ./bench/` (`BENCH_DURATION`, `BENCH_WARMUP` set the windows).\n", r.Test)
 	return b.String()
 }
