@@ -27,7 +27,7 @@ test: deps ## run the whole suite with the race detector, Postgres and Redis inc
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	@# The hot-swap test's load floor (200 requests/s) is checked without
 	@# the race detector, which slows every call several times over.
-	$(GO) test -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./host/app
+	$(GO) test -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./internal/host/app
 
 vet: ## go vet, gofmt and go mod tidy checks
 	$(GO) vet $(PKGS)

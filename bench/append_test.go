@@ -27,9 +27,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/auth"
-	"github.com/factline/factline/host/platform"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/testutil"
 )
 

@@ -13,11 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/id"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/id"
 )
 
-// The raw baseline's statements: the ones host/store/postgres/fact.go sends
+// The raw baseline's statements: the ones internal/host/store/postgres/fact.go sends
 // for an append (same text, so the same plans), with one fact per
 // transaction and no batching. Left out are what a single-fact transaction
 // does not need for correctness: the lookup of taken fact ids (the UNIQUE

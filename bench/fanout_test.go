@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/id"
-	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/internal/host/id"
+	"github.com/factline/factline/internal/host/store"
 )
 
 // Fan-out benchmark parameters (issue 15, scenario 4).

@@ -188,7 +188,7 @@ func (r *gwReport) markdown() string {
 	writeMissed(w, r.Failures)
 	w("Reproduce with `make bench` or `go test -tags bench -run TestGatewayThroughput -v ./bench/` (`BENCH_DURATION`, " +
 		"`BENCH_WARMUP` shorten the windows for a trial; `BENCH_GATEWAY_CPUPROFILE=file` additionally serves the route " +
-		"from host/app inside the test process and writes a CPU profile of it under the same wrk load).\n")
+		"from internal/host/app inside the test process and writes a CPU profile of it under the same wrk load).\n")
 	return b.String()
 }
 

@@ -26,8 +26,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/ratelimit"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/ratelimit"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -608,7 +608,7 @@ func tailFile(path string, n int) string {
 }
 
 // profileInProcess serves the same manifest, database and Redis from
-// host/app inside this process and writes a CPU profile of it to path
+// internal/host/app inside this process and writes a CPU profile of it to path
 // while wrk loads the route for p.Duration. Its figures are only logged:
 // the profiler and the shared process make them a diagnostic, not a
 // result.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/factline/factline/host/projection"
+	"github.com/factline/factline/internal/host/projection"
 	"github.com/factline/factline/internal/testutil"
 )
 

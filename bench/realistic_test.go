@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/auth"
-	"github.com/factline/factline/host/platform"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/testutil"
 	"github.com/factline/factline/sdk/conformance"
 )
@@ -98,7 +98,7 @@ end
 }
 
 // seedData creates tenants (one live key each) and entities (account
-// entity i in tenant i % tenants) through host/app on dbURL (empty: the
+// entity i in tenant i % tenants) through internal/host/app on dbURL (empty: the
 // SQLite store in dataDir), and returns the keys. On PostgreSQL the setup
 // connections commit asynchronously: the seeding is not what is measured.
 func seedData(t *testing.T, dbURL, dataDir string, tenants []string, entities int) []string {
@@ -584,7 +584,7 @@ func TestManyTenantsColdReads(t *testing.T) {
 			"--manifest gateway.yaml --ratelimit-fail-open=false`, default log level; %s The manifest has one route:\n\n```yaml\n%s```",
 			storePoolNote(env), getManifest(mtRPM)),
 		fmt.Sprintf("Data: %s tenants with one live API key each (`auth.CreateKey`), %s accounts, account `acct-NNNNNN` "+
-			"belonging to tenant NNNNNN mod 1,000 (100 per tenant), created through host/app before the server starts. "+
+			"belonging to tenant NNNNNN mod 1,000 (100 per tenant), created through internal/host/app before the server starts. "+
 			"wrk's Lua script picks an account uniformly for every request and sends its tenant's key: the entity cache "+
 			"(10,000 entries) holds a tenth of the accounts, the key cache all 1,000 keys.", formatInt(mtTenants), formatInt(mtEntities)),
 		fmt.Sprintf("Limit: %d rpm per tenant is below the lease threshold (2,000 rpm), so every request is one GCRA script "+

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/factline/factline/host/store/postgres"
+	"github.com/factline/factline/internal/host/store/postgres"
 )
 
 // benchEnv describes where a benchmark ran.
@@ -295,9 +295,9 @@ func (r *appendReport) markdown() string {
 		p.Clients, p.Warmup, p.Duration)
 	w("HTTP: `POST /v1/facts` with `X-API-Key` and `{\"entity_id\":…,\"type\":\"deposit\",\"data\":{\"amount\":1.25}}`, " +
 		"keep-alive HTTP/1.1 over loopback from one shared `net/http` Transport, against Factline started in the same " +
-		"process (`host/app`, Postgres store, group-commit appender). ")
+		"process (`internal/host/app`, Postgres store, group-commit appender). ")
 	w("Raw pgx: the same appends made directly by %d goroutines on a %d-connection pgxpool, one fact per transaction "+
-		"with the statements of `host/store/postgres` (lock `fact_head` and the entity row; update the entity, insert "+
+		"with the statements of `internal/host/store/postgres` (lock `fact_head` and the entity row; update the entity, insert "+
 		"the fact, move the head; commit), in a second database on the same server. "+
 		"(a) spreads appends round-robin over %s accounts; (b) puts every client on one account.\n\n",
 		p.Clients, p.Clients, formatInt(manyEntities))

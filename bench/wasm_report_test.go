@@ -80,12 +80,12 @@ func (r *wasmReport) markdown() string {
 	jsonOff := r.path("wasm, encoding/json decode", "off")
 	native := r.path("native Go function", "—")
 
-	w("## WebAssembly plugins (host/wasm)\n\n")
+	w("## WebAssembly plugins (internal/host/wasm)\n\n")
 	w("Written by `TestWasmPlugins` (`bash bench/run.sh -run TestWasmPlugins`) on %s.\n\n", r.Date.Format("2006-01-02 15:04 MST"))
 	w("| Machine | |\n|---|---|\n")
 	w("| Kernel | `%s` |\n| CPU | %s, %d cores (GOMAXPROCS %d) |\n| Memory | %s |\n| Go | %s, wazero v1.12 (compiler) |\n\n",
 		r.Uname, r.CPU, r.Cores, r.Procs, r.Mem, r.GoVersion)
-	w("The guest is `host/wasm/testdata/guests/ledger` (Go, `GOOS=wasip1 -buildmode=c-shared`, %.1f MB), "+
+	w("The guest is `internal/host/wasm/testdata/guests/ledger` (Go, `GOOS=wasip1 -buildmode=c-shared`, %.1f MB), "+
 		"the measured call `Plugin.Decide` of its `deposit` command on an entity with a small state: the host encodes the "+
 		"input, takes an instance from the pool, calls `factline_alloc` and `factline_decide`, decodes the result, gives "+
 		"the instance back. The guest reads `input.amount` and `input.currency`, checks them and emits one fact. "+

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/host/wasm"
-	"github.com/factline/factline/host/wasm/wasmtest"
+	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/internal/host/wasm/wasmtest"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -194,7 +194,7 @@ func wasmSelfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// TestWasmPlugins measures the WebAssembly plugin host (host/wasm) and
+// TestWasmPlugins measures the WebAssembly plugin host (internal/host/wasm) and
 // writes the wasm section of RESULTS.md: warm decide latency with the
 // per-call deadline on and off, against the same logic compiled natively;
 // calls/s on every core; cold and cached load times; memory per idle

@@ -91,7 +91,7 @@ func (r *whReport) markdown() string {
 		"each with its own trigger and its own receiver: 64 `httptest` TLS servers " +
 		"on loopback ports (64 endpoints, HTTP/1.1 keep-alive) sharing one handler that reads the body, records the " +
 		"`X-Svc-Delivery-Id` and answers 200. Bodies are about 1 KB. The webhook service runs in the test process " +
-		"(`host/webhook`, Workers 512, EndpointConcurrency 8, ClaimBatch 256), so every figure includes claiming, " +
+		"(`internal/host/webhook`, Workers 512, EndpointConcurrency 8, ClaimBatch 256), so every figure includes claiming, " +
 		"payload signing (HMAC-SHA256), the HTTPS request, and recording each attempt's outcome with its `webhook.sent` " +
 		"fact in the outbox row's transaction; the receivers share the same two cores.\n\n")
 	w("| Scenario | Figure | Target | Result |\n|---|---|---|---|\n")

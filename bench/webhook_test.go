@@ -32,13 +32,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/factline/factline/host/id"
-	"github.com/factline/factline/host/ledger"
-	"github.com/factline/factline/host/manifest"
-	"github.com/factline/factline/host/platform"
-	"github.com/factline/factline/host/store"
-	"github.com/factline/factline/host/store/postgres"
-	"github.com/factline/factline/host/webhook"
+	"github.com/factline/factline/internal/host/id"
+	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/platform"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/store/postgres"
+	"github.com/factline/factline/internal/host/webhook"
 	"github.com/factline/factline/internal/testutil"
 )
 

@@ -13,7 +13,7 @@ import (
 // requires only the SDK then builds and runs its conformance test without
 // them.
 var forbidden = []string{
-	"github.com/factline/factline/host/",
+	"github.com/factline/factline/internal/host/",
 	"github.com/prometheus/",
 	"github.com/gofiber/",
 	"github.com/valyala/",

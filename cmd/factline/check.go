@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/manifests"
 )
 

@@ -8,11 +8,11 @@ import (
 	"sort"
 	"time"
 
-	"github.com/factline/factline/host/ledger"
-	"github.com/factline/factline/host/manifest"
-	"github.com/factline/factline/host/plugins"
-	"github.com/factline/factline/host/wasm"
-	factlineplugins "github.com/factline/factline/plugins"
+	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/pluginhost"
+	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/plugins"
 )
 
 // commandRoute is a command route to check, with the domain its entity
@@ -68,7 +68,7 @@ func checkCommandRoutes(ctx context.Context, routes []commandRoute, pluginFiles 
 	}
 	// A plugin given with --plugin replaces the built-in one of its name,
 	// as the plugins directory does in serve.
-	builtin := factlineplugins.Builtin()
+	builtin := plugins.Builtin()
 	names := make([]string, 0, len(ledgers))
 	for name := range ledgers {
 		names = append(names, name)
@@ -83,7 +83,7 @@ func checkCommandRoutes(ctx context.Context, routes []commandRoute, pluginFiles 
 			return nil, nil, fmt.Errorf("built-in plugin %s: %w", name, err)
 		}
 	}
-	known := plugins.Ledgers{Builtin: ledger.Builtin(), Registry: reg}
+	known := pluginhost.Ledgers{Builtin: ledger.Builtin(), Registry: reg}
 	describe := func(name string) ([]manifest.LedgerCommand, bool) {
 		specs, ok := known.Described(name)
 		if !ok {

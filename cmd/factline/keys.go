@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/auth"
-	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/store"
 )
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -19,7 +19,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/factline/factline/host/webhook"
+	"github.com/factline/factline/internal/host/webhook"
 )
 
 // exitUsage is the exit code of a command-line mistake.

@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/store"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/store"
 )
 
 // runMigrate applies (up) or lists (status) the store's schema migrations,

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/manifest"
-	"github.com/factline/factline/host/openapi"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/openapi"
 )
 
 // runOpenAPI prints the OpenAPI 3.0 description of a gateway manifest (or

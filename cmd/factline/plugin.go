@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/factline/factline/host/app"
+	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/sdk/conformance"
 )
 

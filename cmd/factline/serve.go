@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/factline/factline/host/app"
-	"github.com/factline/factline/host/logbuf"
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/logbuf"
 )
 
 // storeFlags are shared by every command that opens the store.

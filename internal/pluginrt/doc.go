@@ -1,7 +1,7 @@
 // Package pluginrt is the host side of the Factline plugin ABI (sdk/ABI.md):
 // it compiles WebAssembly plugins with wazero, checks them, runs their
 // calls on pools of instances under the gateway's limits, and swaps
-// versions under load. The gateway uses it through host/wasm, which adds
+// versions under load. The gateway uses it through internal/host/wasm, which adds
 // Prometheus metrics (through Options.Observer); the SDK's conformance kit
 // uses it directly, so a module that passes conformance is one the gateway
 // accepts. It imports no metrics library and no gateway code.
@@ -91,6 +91,6 @@
 // # Observing calls
 //
 // Options.Observer hears of every loaded version and of each of its calls
-// (call, outcome, duration); host/wasm turns that into Prometheus series.
+// (call, outcome, duration); internal/host/wasm turns that into Prometheus series.
 // Plugin.Stats gives the counts and p50/p99 without an Observer.
 package pluginrt

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/factline/factline/host/wasm/wasmtest"
+	"github.com/factline/factline/internal/host/wasm/wasmtest"
 	"github.com/factline/factline/sdk/abi"
 )
 

@@ -41,7 +41,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer hears of every call of every plugin version the host
 	// loads (nil: none). The gateway's Prometheus metrics are one
-	// (host/wasm); this package imports no metrics library.
+	// (internal/host/wasm); this package imports no metrics library.
 	Observer Observer
 }
 

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/factline/factline/host/store"
-	"github.com/factline/factline/host/store/postgres"
-	"github.com/factline/factline/host/store/sqlite"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/store/postgres"
+	"github.com/factline/factline/internal/host/store/sqlite"
 	"github.com/factline/factline/internal/testutil"
 )
 

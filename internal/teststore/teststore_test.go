@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/factline/factline/host/store"
-	"github.com/factline/factline/host/store/postgres"
-	"github.com/factline/factline/host/store/sqlite"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/store/postgres"
+	"github.com/factline/factline/internal/host/store/sqlite"
 	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
 )

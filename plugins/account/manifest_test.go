@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/factline/factline/host/manifest"
+	"github.com/factline/factline/internal/host/manifest"
 )
 
 // TestFactTypesMatchTheDomainManifest: the ledger records exactly the fact

@@ -10,7 +10,7 @@
 //	}
 //
 // The module is loaded with the gateway's own plugin runtime (the module
-// runner host/wasm builds on, which imports no gateway code), so a module
+// runner internal/host/wasm builds on, which imports no gateway code), so a module
 // that passes is one the gateway accepts; the checks that need raw bytes
 // or an instance's memory size (malformed input, memory) run on one more
 // instance, configured as the host configures its own.

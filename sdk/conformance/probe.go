@@ -18,7 +18,7 @@ import (
 
 // probe is one instance of the module, run outside the host's pool for
 // the checks that need raw bytes or the instance's memory size. It is
-// configured as host/wasm configures its instances: a WASI reactor with
+// configured as internal/host/wasm configures its instances: a WASI reactor with
 // real clocks, no filesystem or network, GOMEMLIMIT below the memory cap,
 // close-on-context-done and the same call deadline.
 type probe struct {

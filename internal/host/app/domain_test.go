@@ -1,0 +1,437 @@
+package app_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/testutil"
+)
+
+const claimsLayer = `name: claims
+version: "1"
+entities:
+  claim:
+    ledger: builtin
+    fields:
+      status: {type: string, required: true, storage: ix_s_1}
+      amount: {type: number, storage: ix_n_1}
+    facts: [filed, paid]
+`
+
+// writeAtomic replaces a file by renaming, so a watcher never reads half
+// of it.
+func writeAtomic(t *testing.T, path, src string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchedDomainDirectoryAddsAnEntityType: a domain manifest written
+// into a --domain directory under --watch adds its entity type without a
+// restart; until then the type is unknown.
+func TestWatchedDomainDirectoryAddsAnEntityType(t *testing.T) {
+	dir := t.TempDir()
+	domains := filepath.Join(dir, "domains")
+	os.Mkdir(domains, 0o755)
+	l := startLive(t, "sqlite", filepath.Join(dir, "data"), func(c *app.Config) {
+		c.Domains, c.Watch = []string{domains}, true
+	})
+	claim := map[string]any{"type": "claim", "id": "c1", "status": "open", "amount": 12.5}
+	if code, body := l.call("POST", "/v1/entities", l.key, claim); code != 400 {
+		t.Fatalf("claim before its manifest: %d %v", code, body)
+	}
+	writeAtomic(t, filepath.Join(domains, "claims.yaml"), claimsLayer)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := l.call("POST", "/v1/entities", l.key, claim)
+		if code == 201 {
+			break
+		}
+		if code != 400 || time.Now().After(deadline) {
+			t.Fatalf("claim after its manifest: %d %v", code, body)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the watcher, not ordering
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+		t.Fatalf("fact on the new type: %d %v", code, body)
+	}
+}
+
+// TestRefusedDomainChangeKeepsTheOldModel: changes that would retype a
+// field with data, remove a fact type in use or name a missing ledger are
+// refused whole with file:line:col problems; the old model keeps serving.
+func TestRefusedDomainChangeKeepsTheOldModel(t *testing.T) {
+	dir := t.TempDir()
+	layer := filepath.Join(dir, "claims.yaml")
+	writeAtomic(t, layer, claimsLayer)
+	l := startLive(t, "sqlite", filepath.Join(dir, "data"), func(c *app.Config) { c.Domains = []string{layer} })
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "claim", "id": "c1", "status": "open", "amount": 3}); code != 201 {
+		t.Fatalf("create claim: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+		t.Fatalf("fact: %d %v", code, body)
+	}
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"retypes a field with data", "amount: {type: number, storage: ix_n_1}", "amount: {type: string, storage: ix_s_2}",
+			layer + ":8:7: entities.claim.fields.amount: retypes field from number to string, which 1 stored entities have"},
+		{"removes a fact type in use", "[filed, paid]", "[paid]",
+			layer + `:4:3: entities.claim.facts: removes fact type "filed", which facts of stored entities have`},
+		{"names a missing ledger", "ledger: builtin", "ledger: nowhere",
+			layer + `:4:3: entities.claim.ledger: no built-in ledger or installed plugin is named "nowhere"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeAtomic(t, layer, strings.Replace(claimsLayer, tc.from, tc.to, 1)+
+				"  badge:\n    ledger: builtin\n    fields: {}\n    facts: [issued]\n")
+			err := l.a.Reload()
+			var me *manifest.Error
+			if !errors.As(err, &me) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("reload: %v\nwant a problem %s", err, tc.want)
+			}
+			// Refused whole: the type the same change adds is not there.
+			if code, _ := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "badge", "id": "b-" + tc.name[:4]}); code != 400 {
+				t.Errorf("type of a refused change: %d", code)
+			}
+			if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+				t.Errorf("old model after a refused change: %d %v", code, body)
+			}
+		})
+	}
+	writeAtomic(t, layer, claimsLayer)
+	if err := l.a.Reload(); err != nil {
+		t.Fatalf("reload of the served model: %v", err)
+	}
+}
+
+const loyaltyDomain = `name: loyalty
+version: "1"
+entities:
+  member:
+    ledger: points
+    fields:
+      tier: {type: string, storage: ix_s_1}
+    facts:
+      earned:
+        fields:
+          points: {type: integer, required: true}
+routes:
+  - {path: /api/members/:id/earn, method: POST, entity: member, action: command, command: earn}
+`
+
+// putDomain sends a domain manifest to the admin API as YAML.
+func (l *live) putDomain(name, src string) (int, map[string]any) {
+	l.t.Helper()
+	req, _ := http.NewRequest("PUT", l.base+"/v1/admin/domain/"+name, strings.NewReader(src))
+	req.Header.Set("Content-Type", "application/yaml")
+	req.Header.Set("X-API-Key", l.op)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestEntityTypeAddedThroughOneProcessIsServedByAnother is the issue's
+// acceptance: two processes on one Postgres and Redis; a plugin and the
+// domain manifest of a new entity type are uploaded to process A; within
+// 10 s process B serves create, the plugin's command routes, the
+// manifest's command route and the fact schema for it (refusing a fact
+// that breaks the schema, storing one that fits, publishing it in
+// /openapi.json), neither restarted, while a steady load on an existing
+// type on both processes sees no failed request.
+func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
+	pg, rd := testutil.Postgres(t), testutil.Redis(t)
+	redis := func(c *app.Config) { c.RedisURL = rd }
+	a := startLive(t, "postgres", pg, redis)
+	b := startLive(t, "postgres", pg, redis)
+	createAccount(a, "acct-1")
+
+	var ok, failed atomic.Int64
+	var lastFailure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, l := range []*live{a, b} {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code := l.status("POST", "/v1/facts", map[string]any{"entity_id": "acct-1", "type": "deposit", "data": map[string]any{"amount": 1, "currency": "USD"}})
+					if code == 201 {
+						ok.Add(1)
+					} else {
+						failed.Add(1)
+						lastFailure.Store(code)
+					}
+				}
+			}()
+		}
+	}
+	// Load runs before the change too.
+	for deadline := time.Now().Add(10 * time.Second); ok.Load() < 20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("steady load not running: %d ok, %d failed", ok.Load(), failed.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if code, body := b.call("POST", "/v1/entities", b.key, map[string]any{"type": "member", "id": "m1"}); code != 400 {
+		t.Fatalf("member before the change: %d %v", code, body)
+	}
+	if code, body := a.call("PUT", "/v1/admin/plugins/points", a.op, fixture(t, "points")); code != 201 {
+		t.Fatalf("upload plugin: %d %v", code, body)
+	}
+	if code, body := a.putDomain("loyalty", loyaltyDomain); code != 201 {
+		t.Fatalf("upload domain manifest: %d %v", code, body)
+	}
+	changed := time.Now()
+	if code, body := a.call("POST", "/v1/entities", a.key, map[string]any{"type": "member", "id": "m0"}); code != 201 {
+		t.Fatalf("process A serves the new type at once: %d %v", code, body)
+	}
+	for {
+		code, body := b.call("POST", "/v1/entities", b.key, map[string]any{"type": "member", "id": "m1", "tier": "gold"})
+		if code == 201 {
+			break
+		}
+		if (code != 400 && code != 503) || time.Since(changed) > 10*time.Second {
+			t.Fatalf("process B, %v after the change: %d %v", time.Since(changed), code, body)
+		}
+		time.Sleep(50 * time.Millisecond) // polling process B, not ordering
+	}
+	for {
+		code, body := b.call("POST", "/v1/entities/m1/earn", b.key, map[string]any{"points": 5})
+		if code == 201 {
+			break
+		}
+		if (code != 404 && code != 503) || time.Since(changed) > 10*time.Second {
+			t.Fatalf("command route on process B, %v after the change: %d %v", time.Since(changed), code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := b.call("POST", "/api/members/m1/earn", b.key, map[string]any{"points": 2}); code != 201 || dataOf(body)["type"] != "earned" {
+		t.Fatalf("manifest command route on process B: %d %v", code, body)
+	}
+	code, body := b.call("POST", "/v1/facts", b.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": "ten"}})
+	if code != 400 || body["type"] == nil || !strings.HasSuffix(fmt.Sprint(body["type"]), "validation-failed") ||
+		!strings.Contains(fmt.Sprint(body["errors"]), "code:type field:data.points") {
+		t.Fatalf("fact breaking the schema on process B: %d %v", code, body)
+	}
+	if code, body := b.call("POST", "/v1/facts", b.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": 3}}); code != 201 {
+		t.Fatalf("fact fitting the schema on process B: %d %v", code, body)
+	}
+	code, body = b.call("GET", "/openapi.json", "", nil)
+	components, _ := body["components"].(map[string]any)
+	schemas, _ := components["schemas"].(map[string]any)
+	earned, _ := schemas["member.earned.Data"].(map[string]any)
+	if code != 200 || fmt.Sprint(earned["required"]) != "[points]" {
+		t.Fatalf("openapi on process B: %d, member.earned.Data %v", code, earned)
+	}
+	if since := time.Since(changed); since > 10*time.Second {
+		t.Fatalf("process B served the new type's routes and schema %v after the change, over 10s", since)
+	}
+	t.Logf("process B served create, commands and the fact schema of the new type %v after the upload", time.Since(changed).Round(time.Millisecond))
+	code, body = b.call("GET", "/v1/entities/m1/points", b.key, nil)
+	if code != 200 || fmt.Sprint(dataOf(body)["points"]) != "10" {
+		t.Fatalf("read command on process B: %d %v", code, body)
+	}
+	// Keep the load going a little past the change on both processes.
+	for n := ok.Load() + 20; ok.Load() < n; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests on the existing type failed (last status %v)", failed.Load(), ok.Load()+failed.Load(), lastFailure.Load())
+	}
+	t.Logf("%d requests on the existing type, none failed", ok.Load())
+}
+
+// TestDomainAdminAPI: installing, refusing, listing and removing domain
+// manifests through the operator's admin API.
+func TestDomainAdminAPI(t *testing.T) {
+	l := startLive(t, "sqlite", t.TempDir())
+	claims := strings.Replace(claimsLayer, "name: claims", "name: claims-api", 1)
+	if code, body := l.putDomain("claims", claims); code != 201 || dataOf(body)["file"] != "domain/claims" {
+		t.Fatalf("install: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "claim", "id": "c1", "status": "open", "amount": 2}); code != 201 {
+		t.Fatalf("create on the installed type: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+		t.Fatalf("fact: %d %v", code, body)
+	}
+	if code, body := l.putDomain("claims", claims); code != 200 {
+		t.Fatalf("same manifest again: %d %v", code, body)
+	}
+	tenantAdmin := l.newKey("t1", "admin")
+	for _, tc := range []struct {
+		name, layer, src, key, ct string
+		status                    int
+		problem                   string
+	}{
+		{"retypes a field with data", "claims", strings.Replace(claims, "amount: {type: number, storage: ix_n_1}", "amount: {type: string, storage: ix_s_2}", 1), "", "", 422,
+			"domain/claims:8:7: entities.claim.fields.amount: retypes field from number to string, which 1 stored entities have"},
+		{"removes a fact type in use", "claims", strings.Replace(claims, "[filed, paid]", "[paid]", 1), "", "", 422,
+			`domain/claims:4:3: entities.claim.facts: removes fact type "filed", which facts of stored entities have`},
+		{"names a missing ledger", "more", "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: nowhere, fields: {}, facts: [issued]}\n", "", "", 422,
+			`domain/more:4:3: entities.badge.ledger: no built-in ledger or installed plugin is named "nowhere"`},
+		{"names a ledger plugin that does not serve the type", "more", "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: generic, fields: {}, facts: [issued]}\n", "", "", 422,
+			`domain/more:4:3: entities.badge.ledger: ledger "generic" serves entity types campaign, contact, deal, tool, user, vendor, not "badge"`},
+		{"conflicts with another layer", "more", "name: more\nversion: \"1\"\nentities:\n  claim: {ledger: builtin, fields: {}, facts: [filed]}\n", "", "", 422,
+			`domain/more:4:3: entities.claim: removes field "status" declared at domain/claims:7:7`},
+		{"is not YAML", "more", "entities: [", "", "", 422, "domain/more:2:1: YAML syntax error"},
+		{"JSON body", "json-layer", `{"name": "j", "version": "1", "entities": {"badge": {"ledger": "builtin", "fields": {}, "facts": ["issued"]}}}`, "", "application/json", 201, ""},
+		{"not the operator", "more", claims, tenantAdmin, "", 403, ""},
+		{"bad name", "Bad.Name", claims, "", "", 400, ""},
+		{"wrong content type", "more", claims, "", "application/wasm", 415, ""},
+		{"empty body", "more", "", "", "", 400, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, ct := l.op, "application/yaml"
+			if tc.key != "" {
+				key = tc.key
+			}
+			if tc.ct != "" {
+				ct = tc.ct
+			}
+			req, _ := http.NewRequest("PUT", l.base+"/v1/admin/domain/"+tc.layer, strings.NewReader(tc.src))
+			req.Header.Set("Content-Type", ct)
+			req.Header.Set("X-API-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]any
+			json.NewDecoder(resp.Body).Decode(&body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %v", resp.StatusCode, tc.status, body)
+			}
+			if tc.status >= 400 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+				t.Errorf("content type %s", resp.Header.Get("Content-Type"))
+			}
+			if tc.problem != "" && !strings.Contains(fmt.Sprint(body["errors"]), tc.problem) {
+				t.Errorf("problems %v\nwant %s", body["errors"], tc.problem)
+			}
+		})
+	}
+	// Refused changes left the model as it was.
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
+		t.Fatalf("old model after refusals: %d %v", code, body)
+	}
+	code, body := l.call("GET", "/v1/admin/domain", tenantAdmin, nil)
+	items, _ := dataOf(body)["items"].([]any)
+	if code != 200 || len(items) != 2 {
+		t.Fatalf("list: %d %v", code, body)
+	}
+	if code, body := l.call("DELETE", "/v1/admin/domain/claims", l.op, nil); code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "removes an entity type 1 stored entities have") {
+		t.Fatalf("delete a manifest whose type has data: %d %v", code, body)
+	}
+	if code, body := l.call("DELETE", "/v1/admin/domain/json-layer", l.op, nil); code != 200 {
+		t.Fatalf("delete: %d %v", code, body)
+	}
+	if code, _ := l.call("DELETE", "/v1/admin/domain/json-layer", l.op, nil); code != 404 {
+		t.Fatalf("delete again: %d", code)
+	}
+	if code, _ := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "badge", "id": "b1"}); code != 400 {
+		t.Fatalf("type of a deleted manifest: %d", code)
+	}
+}
+
+// TestTypeWhoseLedgerPluginIsNotLoadedAnswers503: a type added at run time
+// whose ledger plugin is installed (active in the store) but not loaded on
+// this process answers 503, not the generic ledger's answer.
+func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
+	l := startLive(t, "sqlite", t.TempDir())
+	ctx := t.Context()
+	// A stored version this process cannot load stands for one still
+	// compiling: installed, not loaded.
+	if err := l.a.Store.SavePluginVersion(ctx, &store.PluginBinary{Name: "points", SHA256: "broken", Version: "0.0.1", Wasm: []byte("not wasm"), CreatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.a.Store.ActivatePlugin(ctx, "points", "broken", 1); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := l.putDomain("loyalty", loyaltyDomain); code != 201 {
+		t.Fatalf("install: %d %v", code, body)
+	}
+	// Creating needs no ledger decision; recording a fact does.
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "member", "id": "m1"}); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": 1}})
+	if code != 503 || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is still loading") {
+		t.Fatalf("fact on a type whose plugin is not loaded: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "acct-x", "type": "deposit"}); code == 503 {
+		t.Fatalf("other types are not affected: %d %v", code, body)
+	}
+}
+
+// TestDomainLayerRoutesAreServedAfterPut: a domain manifest installed
+// through the admin API brings its entity type and its routes, a command
+// route among them; one naming a command its loaded ledger lacks is
+// refused at its file:line:col.
+func TestDomainLayerRoutesAreServedAfterPut(t *testing.T) {
+	l := startLive(t, "sqlite", t.TempDir())
+	createAccount(l, "acct-1")
+	layer := `name: vouchers
+version: "1"
+entities:
+  voucher:
+    ledger: builtin
+    fields:
+      code: {type: string, required: true, storage: ix_s_1}
+    facts: [redeemed]
+routes:
+  - {path: /api/vouchers, method: POST, entity: voucher, action: create}
+  - {path: /api/accounts/:id/deposit, method: POST, entity: account, action: command, command: deposit}
+  - {path: /api/accounts/:id/budget, method: GET, entity: account, action: command, command: budget}
+`
+	if code, body := l.call("POST", "/api/vouchers", l.key, map[string]any{"data": map[string]any{"code": "v1"}}); code != 404 {
+		t.Fatalf("route before the layer: %d %v", code, body)
+	}
+	bad := strings.Replace(layer, "command: budget", "command: refund", 1)
+	code, body := l.putDomain("vouchers", bad)
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), `domain/vouchers:12:94: route GET /api/accounts/:id/budget: ledger account of entity type account has no command "refund"`) {
+		t.Fatalf("layer naming a missing command: %d %v", code, body)
+	}
+	if code, body := l.putDomain("vouchers", layer); code != 201 {
+		t.Fatalf("install: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/api/vouchers", l.key, map[string]any{"data": map[string]any{"code": "v1"}}); code != 201 {
+		t.Fatalf("create route of the layer: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/api/accounts/acct-1/deposit", l.key, map[string]any{"amount": 5}); code != 201 || dataOf(body)["type"] != "deposit" {
+		t.Fatalf("command route, write: %d %v", code, body)
+	}
+	if code, body := l.call("GET", "/api/accounts/acct-1/budget", l.key, nil); code != 200 || fmt.Sprint(dataOf(body)["balance"]) != "5" {
+		t.Fatalf("command route, read: %d %v", code, body)
+	}
+}

@@ -1,0 +1,242 @@
+package app
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/openapi"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+)
+
+// layerNameRe bounds the names of stored domain manifests: they appear in
+// paths and in problems as domain/<name>.
+var layerNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// mountDomainAdmin registers the operator endpoints of the domain model:
+//
+//	GET    /v1/admin/domain        list the stored domain manifests
+//	PUT    /v1/admin/domain/:name  install or replace one (YAML or JSON)
+//	DELETE /v1/admin/domain/:name  remove one
+//
+// The model is shared by every tenant, so changing it needs an admin key
+// of the operator tenant; listing needs any admin key, as for plugins.
+func (a *App) mountDomainAdmin(srv *gateway.Server) {
+	for _, r := range a.domainRoutes() {
+		srv.Mount(r.Doc, r.Handler)
+	}
+}
+
+// manifestBody is a domain manifest sent as YAML or JSON.
+var manifestBody = []openapi.Media{
+	{Type: "application/json", Schema: openapi.FreeObject("The domain manifest as JSON.")},
+	{Type: "application/yaml", Schema: openapi.String("The domain manifest as YAML (a JSON document is YAML too).")},
+}
+
+func (a *App) domainRoutes() []gateway.Route {
+	const (
+		ok, created, bad, notFound = http.StatusOK, http.StatusCreated, http.StatusBadRequest, http.StatusNotFound
+	)
+	operator := func(c *fiber.Ctx) (string, error) {
+		if gateway.Tenant(c) != a.cfg.OperatorTenant {
+			return "", problem.Newf(problem.Forbidden, "The domain model is managed by admin keys of the operator tenant (%s)", a.cfg.OperatorTenant)
+		}
+		name := strings.Clone(c.Params("name"))
+		if !layerNameRe.MatchString(name) {
+			return "", problem.Newf(problem.BadRequest, "Domain manifest name %q must be 1 to 64 lowercase letters, digits, '_' or '-', starting with a letter or digit", name)
+		}
+		return name, nil
+	}
+	list := func(c *fiber.Ctx) error {
+		stored, err := a.Store.ListDomainLayers(gateway.Context(c))
+		if err != nil {
+			return err
+		}
+		items := make([]fiber.Map, 0, len(stored))
+		for _, l := range stored {
+			items = append(items, layerInfo(l))
+		}
+		d := a.Platform.Domain()
+		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": items, "entity_types": d.EntityTypeNames(), "entities": a.domainEntities(d)})
+	}
+	put := func(c *fiber.Ctx) error {
+		name, err := operator(c)
+		if err != nil {
+			return err
+		}
+		ct := strings.ToLower(c.Get(fiber.HeaderContentType))
+		if ct != "" && !slices.ContainsFunc([]string{"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "text/plain"}, func(p string) bool { return strings.HasPrefix(ct, p) }) {
+			return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/yaml or application/json (got %s)", ct)
+		}
+		if len(c.Body()) == 0 {
+			return problem.New(problem.BadRequest, "Request body is required: send the domain manifest as YAML or JSON")
+		}
+		src := append([]byte(nil), c.Body()...) // fiber reuses the body
+		sum := sha256.Sum256(src)
+		l := store.DomainLayer{Name: name, Source: src, SHA256: hex.EncodeToString(sum[:]), UpdatedAt: time.Now().UnixMilli()}
+		status := fiber.StatusCreated
+		err = a.changeLayers(c, name, func(stored []store.DomainLayer) ([]store.DomainLayer, error) {
+			i := slices.IndexFunc(stored, func(s store.DomainLayer) bool { return s.Name == name })
+			if i < 0 {
+				status = fiber.StatusCreated
+				stored = append(stored, l)
+				slices.SortFunc(stored, func(x, y store.DomainLayer) int { return strings.Compare(x.Name, y.Name) })
+			} else {
+				status = fiber.StatusOK
+				stored[i] = l
+			}
+			return stored, nil
+		}, func(expect string) error { return a.Store.PutDomainLayer(gateway.Context(c), &l, expect) })
+		if err != nil {
+			return err
+		}
+		return gateway.Respond(c, status, layerInfo(l))
+	}
+	remove := func(c *fiber.Ctx) error {
+		name, err := operator(c)
+		if err != nil {
+			return err
+		}
+		var gone store.DomainLayer
+		err = a.changeLayers(c, name, func(stored []store.DomainLayer) ([]store.DomainLayer, error) {
+			i := slices.IndexFunc(stored, func(s store.DomainLayer) bool { return s.Name == name })
+			if i < 0 {
+				return nil, problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
+			}
+			gone = stored[i]
+			return slices.Delete(stored, i, i+1), nil
+		}, func(expect string) error { return a.Store.DeleteDomainLayer(gateway.Context(c), name, expect) })
+		if err != nil {
+			return err
+		}
+		return gateway.Respond(c, fiber.StatusOK, layerInfo(gone))
+	}
+	return []gateway.Route{
+		{Handler: list, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/admin/domain", ID: "listDomainManifests", Tag: openapi.TagAdmin,
+			Summary: "List the stored domain manifests", Access: openapi.AdminKey,
+			Description: "Domain manifests installed through the admin API, which every process layers over its own (the built-in one, then --domain files, then these by name).",
+			Status:      ok, OK: "The manifests and the served entity types.", Data: openapi.Ref("DomainManifestList")}},
+		{Handler: put, Doc: openapi.Endpoint{Method: http.MethodPut, Path: "/v1/admin/domain/:name", ID: "putDomainManifest", Tag: openapi.TagAdmin,
+			Summary: "Install or replace a domain manifest", Access: openapi.AdminKey,
+			Content: manifestBody, ContentDesc: "A domain manifest (see factline check).",
+			Description: "Adds entity types, or fact types to existing ones, for every tenant. The model it gives is checked against the served one and the stored data (fields with data, required fields, slots, fact types in use, ledger names); with problems it is refused whole (422, each problem in errors as domain/<name>:line:col) and the current model keeps serving. Otherwise this process serves it at once and the others within seconds. Needs an admin key of the operator tenant.",
+			Params:      []openapi.Param{openapi.NameParam("domain manifest")},
+			Status:      created, OK: "Installed (200 when it replaced one of that name).", Data: openapi.Ref("DomainManifestInfo"),
+			Problems: []int{bad, http.StatusUnprocessableEntity}}},
+		{Handler: remove, Doc: openapi.Endpoint{Method: http.MethodDelete, Path: "/v1/admin/domain/:name", ID: "deleteDomainManifest", Tag: openapi.TagAdmin,
+			Summary: "Remove a domain manifest", Access: openapi.AdminKey,
+			Description: "Removes a stored domain manifest; refused (422) when an entity type only it declares has stored entities. Needs an admin key of the operator tenant.",
+			Params:      []openapi.Param{openapi.NameParam("domain manifest")},
+			Status:      ok, OK: "The removed manifest.", Data: openapi.Ref("DomainManifestInfo"),
+			Problems: []int{bad, notFound, http.StatusUnprocessableEntity}}},
+	}
+}
+
+// changeLayers runs one admin change of the stored domain manifests: the
+// model edit gives is checked like any other change, then write stores it
+// if the stored manifests are still those the check started from (their
+// digest), and this process swaps it in at once (the others within a
+// poll). A change another process stored in between makes it start over
+// from the new manifests, so two changes made at once are each checked
+// against the other; after a few such rounds it answers 409.
+func (a *App) changeLayers(c *fiber.Ctx, name string, edit func([]store.DomainLayer) ([]store.DomainLayer, error), write func(expect string) error) error {
+	ctx := gateway.Context(c)
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	const rounds = 5
+	var next []store.DomainLayer
+	for round := 1; ; round++ {
+		stored, err := a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			return err
+		}
+		if next, err = edit(slices.Clone(stored)); err != nil {
+			return err
+		}
+		if _, _, err := a.checkLocked(ctx, next); err != nil {
+			return refusedDomain(name, err)
+		}
+		err = write(store.LayersDigest(stored))
+		if err == nil {
+			break
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
+		case errors.Is(err, store.ErrVersionConflict) && round < rounds:
+			continue
+		case errors.Is(err, store.ErrVersionConflict):
+			return problem.Newf(problem.Conflict, "Domain manifest %s was not changed: the domain manifests kept changing while it was checked; try again", name)
+		}
+		return err
+	}
+	if err := a.applyLocked(ctx, next); err != nil {
+		// Stored but not applied here (the data changed in between): the
+		// poll retries nothing, so say it.
+		return fmt.Errorf("apply domain manifest %s: %w", name, err)
+	}
+	return nil
+}
+
+// refusedDomain turns manifest problems into a 422 listing each at its
+// file:line:col; other errors (the store) pass through to their mapping.
+func refusedDomain(name string, err error) error {
+	var me *manifest.Error
+	if !errors.As(err, &me) {
+		return err
+	}
+	pe := problem.Wrap(problem.Unprocessable, fmt.Sprintf("Domain manifest %s was refused; the current model keeps serving", name), err)
+	for _, d := range me.Diagnostics {
+		pe.Errors = append(pe.Errors, problem.FieldError{Field: "domain", Code: "refused", Message: d.String()})
+	}
+	return pe
+}
+
+// domainEntities describes the merged model: each entity type with its
+// fields, its fact types and their data schemas, and the ledger serving
+// it (ledger_plugin when a loaded plugin, ledger_loaded false when the
+// named plugin is not loaded, so its commands answer 503).
+func (a *App) domainEntities(d *manifest.Domain) []fiber.Map {
+	out := make([]fiber.Map, 0, len(d.Entities))
+	for _, name := range d.EntityTypeNames() {
+		t := d.Entities[name]
+		fields := make([]fiber.Map, 0, len(t.Fields))
+		for _, f := range t.Fields {
+			fields = append(fields, fiber.Map{"name": f.Name, "type": f.Type, "required": f.Required})
+		}
+		facts := make([]fiber.Map, 0, len(t.Facts))
+		for _, fact := range t.Facts {
+			m := fiber.Map{"name": fact}
+			if ft := t.FactType(fact); ft != nil {
+				m["description"] = ft.Description
+				if ft.Schema != nil {
+					sf := make([]fiber.Map, 0, len(ft.Schema.Fields))
+					for _, f := range ft.Schema.Fields {
+						sf = append(sf, fiber.Map{"name": f.Name, "type": f.Type, "required": f.Required, "description": f.Description})
+					}
+					m["schema"] = fiber.Map{"fields": sf, "additional_fields": ft.Schema.AdditionalFields}
+				}
+			}
+			facts = append(facts, m)
+		}
+		_, plugin := a.ledgers.Registry.Get(t.Ledger)
+		out = append(out, fiber.Map{"name": name, "description": t.Description, "ledger": t.Ledger, "ledger_plugin": plugin,
+			"ledger_loaded": len(a.ledgers.Missing([]string{t.Ledger})) == 0, "fields": fields, "facts": facts})
+	}
+	return out
+}
+
+func layerInfo(l store.DomainLayer) fiber.Map {
+	return fiber.Map{"name": l.Name, "sha256": l.SHA256, "updated_at": l.UpdatedAt, "file": StoredDomainFile(l.Name)}
+}

@@ -1,0 +1,71 @@
+package app
+
+import (
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/openapi"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/stream"
+)
+
+// Lag history: one sample every lagSampleEvery, the last hour.
+const (
+	lagSampleEvery = 5 * time.Second
+	lagSamples     = 720
+)
+
+// mountOperatorReads registers reads that span every tenant, for admin
+// keys of the operator tenant only:
+//
+//	GET /v1/admin/projections     every tenant's projections and readiness
+//	GET /v1/admin/stream/history  the consumers' lag over the last hour, as this process sampled it
+func (a *App) mountOperatorReads(srv *gateway.Server) {
+	for _, r := range a.operatorRoutes() {
+		srv.Mount(r.Doc, r.Handler)
+	}
+}
+
+func (a *App) operatorRoutes() []gateway.Route {
+	operator := func(h fiber.Handler) fiber.Handler {
+		return func(c *fiber.Ctx) error {
+			if gateway.Tenant(c) != a.cfg.OperatorTenant {
+				return problem.Newf(problem.Forbidden, "This read is for admin keys of the operator tenant (%s)", a.cfg.OperatorTenant)
+			}
+			return h(c)
+		}
+	}
+	return []gateway.Route{
+		{Handler: operator(func(c *fiber.Ctx) error {
+			return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": a.Projections.AllStatuses()})
+		}), Doc: openapi.Endpoint{Method: fiber.MethodGet, Path: "/v1/admin/projections", ID: "listAllProjections", Tag: openapi.TagAdmin, Access: openapi.AdminKey,
+			Summary:     "Every tenant's projections",
+			Description: "Each tenant's projections, their versions and whether they have caught up with the fact stream. Needs an admin key of the operator tenant.",
+			Status:      fiber.StatusOK, OK: "The projections.",
+			Data: openapi.List("The projections.", "", openapi.FreeObject("A projection's state, as GET /v1/projections shows it, with its tenant."))}},
+		{Handler: operator(func(c *fiber.Ctx) error {
+			return gateway.Respond(c, fiber.StatusOK, fiber.Map{"interval_ms": a.lagEvery().Milliseconds(), "samples": a.LagHistory.Samples()})
+		}), Doc: openapi.Endpoint{Method: fiber.MethodGet, Path: "/v1/admin/stream/history", ID: "getStreamHistory", Tag: openapi.TagAdmin, Access: openapi.AdminKey,
+			Summary:     "Fact stream lag over the last hour",
+			Description: "The stream consumers' lag as this process sampled it over the last hour. Needs an admin key of the operator tenant.",
+			Status:      fiber.StatusOK, OK: "The samples.",
+			Data: openapi.Object("Lag samples.", []string{"interval_ms", "samples"}, false,
+				openapi.Prop{Name: "interval_ms", Schema: openapi.Integer("Milliseconds between samples.")},
+				openapi.Prop{Name: "samples", Schema: openapi.Array("Oldest first: when, the stream's head and each consumer's lag.", openapi.FreeObject(""))},
+			)}},
+	}
+}
+
+func (a *App) lagEvery() time.Duration {
+	if a.cfg.LagSampleInterval > 0 {
+		return a.cfg.LagSampleInterval
+	}
+	return lagSampleEvery
+}
+
+// newLagHistory keeps an hour of samples at the configured interval.
+func (a *App) newLagHistory() *stream.LagHistory {
+	return stream.NewLagHistory(int(time.Hour / a.lagEvery()))
+}

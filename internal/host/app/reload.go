@@ -1,0 +1,274 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/manifests"
+)
+
+// BuiltinDomainFile names the built-in domain manifest in problems.
+const BuiltinDomainFile = "built-in domain.yaml"
+
+// LoadDomain layers the domain manifests of sources (files, or
+// directories of *.yaml) over the built-in one (see manifest.Layer).
+func LoadDomain(sources ...string) (*manifest.Domain, error) {
+	d, err := manifest.LoadLayered(BuiltinDomainFile, manifests.Domain, sources)
+	if err != nil {
+		return nil, fmt.Errorf("domain manifest:\n%w", err)
+	}
+	return d, nil
+}
+
+// Reload re-reads the domain manifest sources and the gateway manifest,
+// checks them exactly as `factline check` does and the resulting model
+// against the one being served and the stored data (see
+// manifest.CheckChange), and swaps the model and the route table
+// atomically: requests already in flight finish on the old model. A
+// change with problems is refused whole and the current model keeps
+// serving.
+func (a *App) Reload() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.reload(ctx)
+}
+
+func (a *App) reload(ctx context.Context) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	stored, err := a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		return fmt.Errorf("read stored domain manifests: %w", err)
+	}
+	return a.applyLocked(ctx, stored)
+}
+
+// StoredDomainFile names a domain manifest stored through the admin API in
+// problems and logs.
+func StoredDomainFile(name string) string { return "domain/" + name }
+
+// buildModel layers the --domain files and then the stored domain
+// manifests (by name) over the built-in one, and merges the gateway
+// manifest's entity types.
+func (a *App) buildModel(stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
+	srcs, err := manifest.ReadSources(a.cfg.Domains)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, l := range stored {
+		srcs = append(srcs, manifest.Source{File: StoredDomainFile(l.Name), Src: l.Source})
+	}
+	base, err := manifest.LayerSources(BuiltinDomainFile, manifests.Domain, srcs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var gw *manifest.Gateway
+	if a.cfg.Manifest != "" {
+		if gw, err = manifest.LoadGatewayFile(a.cfg.Manifest, base); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Routes domain manifests carry follow the gateway manifest's.
+	if gw, err = manifest.LayerRoutes(base, gw); err != nil {
+		return nil, nil, err
+	}
+	if gw == nil {
+		return base, nil, nil
+	}
+	merged := manifest.MergeDomain(base, gw)
+	if err := manifest.CheckCommands(gw, merged, a.describedCommands); err != nil {
+		return nil, nil, err
+	}
+	return merged, gw, nil
+}
+
+// describedCommands tells the commands of the ledgers loaded here; a
+// plugin not loaded yet is not known, and its command routes answer 503
+// until it is.
+func (a *App) describedCommands(name string) ([]manifest.LedgerCommand, bool) {
+	specs, ok := a.ledgers.Described(name)
+	if !ok {
+		return nil, false
+	}
+	out := make([]manifest.LedgerCommand, len(specs))
+	for i, c := range specs {
+		out[i] = manifest.LedgerCommand{Name: c.Name, Method: c.Method, ReadOnly: c.ReadOnly}
+	}
+	return out, true
+}
+
+// checkLocked builds the model stored would give and checks it against
+// the served one and the stored data; reloadMu is held.
+func (a *App) checkLocked(ctx context.Context, stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
+	next, gw, err := a.buildModel(stored)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes}); err != nil {
+		return nil, nil, err
+	}
+	return next, gw, nil
+}
+
+// applyLocked checks the model stored gives and swaps it in; reloadMu is
+// held.
+func (a *App) applyLocked(ctx context.Context, stored []store.DomainLayer) error {
+	next, gw, err := a.checkLocked(ctx, stored)
+	if err != nil {
+		return err
+	}
+	cur := a.Platform.Domain()
+	// Types new to this process whose ledger plugin is installed but not
+	// loaded here yet answer 503 until it is, not the generic ledger.
+	awaited := map[string]bool{}
+	if aw := a.awaited.Load(); aw != nil {
+		for n := range *aw {
+			awaited[n] = true
+		}
+	}
+	for name, t := range next.Entities {
+		if _, ok := cur.Entities[name]; !ok && len(a.ledgers.Missing([]string{t.Ledger})) > 0 {
+			awaited[t.Ledger] = true
+		}
+	}
+	a.awaited.Store(&awaited)
+	if err := a.Platform.SetDomain(next); err != nil {
+		return err
+	}
+	// Without a gateway manifest the routes are the domain layers' (none
+	// when the last layer with routes went away).
+	if gw != nil || a.cfg.Manifest == "" {
+		a.Server.SetRoutes(gw)
+	}
+	a.layersHash = store.LayersDigest(stored)
+	return nil
+}
+
+// pollDomainLayers applies domain manifests installed through another
+// process: every process converges within a poll interval.
+func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stored, err := a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.cfg.Logger.Warn("domain manifest sync with the store failed", "err", err)
+			}
+			continue
+		}
+		a.reloadMu.Lock()
+		if h := store.LayersDigest(stored); h != a.layersHash {
+			if err := a.applyLocked(ctx, stored); err != nil {
+				a.cfg.Logger.Error("stored domain manifests refused; the previous model keeps serving", "problems", err.Error())
+				// Not retried until the stored set changes again.
+				a.layersHash = h
+			} else {
+				a.cfg.Logger.Info("stored domain manifests applied", "count", len(stored), "entity_types", len(a.Platform.Domain().Entities))
+			}
+		}
+		a.reloadMu.Unlock()
+	}
+}
+
+// ledgerInstalled reports whether a ledger name is built in, or a plugin
+// of that name is loaded, loading, built into the binary or active in the
+// store (installed through another process).
+func (a *App) ledgerInstalled(ctx context.Context, name string) (bool, error) {
+	if _, ok := a.ledgers.Builtin.Ledger(name); ok {
+		return true, nil
+	}
+	if len(a.ledgers.Missing([]string{name})) == 0 || a.Plugins.Pending(name) {
+		return true, nil
+	}
+	if _, ok := a.builtinPlugins()[name]; ok {
+		return true, nil
+	}
+	act, err := a.Store.ActivePlugins(ctx)
+	if err != nil {
+		return false, fmt.Errorf("list installed plugins: %w", err)
+	}
+	for _, p := range act {
+		if p.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// watchManifest reloads on SIGHUP and, with Watch, when the file's content
+// changes (polled once a second: portable, and a manifest is small).
+func (a *App) watchManifest(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var tick <-chan time.Time
+	if a.cfg.Watch {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := a.manifestHash
+	reload := func(why string) {
+		if err := a.reload(ctx); err != nil {
+			a.cfg.Logger.Error("manifests refused; the previous model and routes keep serving", "gateway", a.cfg.Manifest, "domain", a.cfg.Domains, "trigger", why, "problems", err.Error())
+			return
+		}
+		routes := 0
+		if rt := a.Server.Routes(); rt != nil {
+			routes = len(rt.Routes)
+		}
+		a.cfg.Logger.Info("manifests reloaded", "gateway", a.cfg.Manifest, "domain", a.cfg.Domains, "trigger", why,
+			"routes", routes, "entity_types", len(a.Platform.Domain().Entities))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			last = sourcesHash(a.cfg)
+			reload("SIGHUP")
+		case <-tick:
+			if h := sourcesHash(a.cfg); h != nil && !bytes.Equal(h, last) {
+				last = h
+				reload("file changed")
+			}
+		}
+	}
+}
+
+// sourcesHash hashes the gateway manifest and the domain manifest files
+// (names and content: a file added to a domain directory counts), nil
+// when one cannot be read.
+func sourcesHash(cfg Config) []byte {
+	h := sha256.New()
+	files, err := manifest.DomainFiles(cfg.Domains)
+	if err != nil {
+		return nil
+	}
+	if cfg.Manifest != "" {
+		files = append(files, cfg.Manifest)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	return h.Sum(nil)
+}

@@ -1,0 +1,431 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/filesystem"
+
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+)
+
+//go:embed assets templates
+var files embed.FS
+
+// Prefix is where the console is served.
+const Prefix = "/console"
+
+// CSP forbids inline scripts and every outside origin.
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// Options configure the console.
+type Options struct {
+	Store store.SessionStore
+	Auth  *auth.Authenticator
+	API   API
+	// SecretKey (32 bytes) seals the API key kept in each session; every
+	// process sharing the database must have the same.
+	SecretKey []byte
+	// OperatorTenant's admin keys see the operator views.
+	OperatorTenant string
+	// SessionTTL is a session's lifetime (default 8 hours).
+	SessionTTL time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// Console serves the console pages.
+type Console struct {
+	opts   Options
+	sealer *sealer
+	pages  map[string]*template.Template
+}
+
+// New checks the options and parses the templates.
+func New(opts Options) (*Console, error) {
+	if opts.Store == nil || opts.Auth == nil || opts.API == nil {
+		return nil, errors.New("console: store, auth and API are required")
+	}
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 8 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s, err := newSealer(opts.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{opts: opts, sealer: s, pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{
+		"ms": func(v any) string {
+			f, _ := v.(float64)
+			if n, ok := v.(int64); ok {
+				f = float64(n)
+			}
+			if f == 0 {
+				return ""
+			}
+			return time.UnixMilli(int64(f)).UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"num":    num,
+		"series": seriesJSON,
+		"dur": func(v any) string {
+			f, _ := v.(float64)
+			return time.Duration(int64(f)).String()
+		},
+	}
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "/layout.html") {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", n)
+		if err != nil {
+			return nil, err
+		}
+		c.pages[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
+	}
+	return c, nil
+}
+
+// Mount registers the console routes on the gateway's fiber app.
+func (c *Console) Mount(app *fiber.App) {
+	assets, _ := fs.Sub(files, "assets")
+	g := app.Group(Prefix, headers)
+	g.Use("/assets", filesystem.New(filesystem.Config{Root: http.FS(assets), MaxAge: 3600}))
+	g.Get("/sign-in", c.signInPage)
+	g.Post("/sign-in", c.signIn)
+	g.Post("/sign-out", c.auth(true, c.signOut))
+	g.Get("/", c.auth(false, c.home))
+	g.Get("/plugins", c.auth(false, c.operatorOnly(c.pluginsPage)))
+	g.Get("/domain", c.auth(false, c.operatorOnly(c.domainPage)))
+	g.Post("/domain", c.auth(true, c.operatorOnly(c.putDomainLayer)))
+	g.Post("/domain/:name/delete", c.auth(true, c.operatorOnly(c.deleteDomainLayer)))
+	g.Get("/stream", c.auth(false, c.operatorOnly(c.streamPage)))
+	g.Get("/all-projections", c.auth(false, c.operatorOnly(c.allProjectionsPage)))
+	g.Get("/delivery-stats", c.auth(false, c.deliveryStatsPage))
+	g.Post("/plugins/upload", c.auth(true, c.operatorOnly(c.uploadPlugin)))
+	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
+	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))
+	g.Get("/dead-letters/replay-all", c.auth(false, c.replayAllPage))
+	g.Post("/dead-letters/replay-all", c.auth(true, c.replayAll))
+	g.Post("/dead-letters/:id/replay", c.auth(true, c.replay))
+	g.Get("/projections", c.auth(false, c.projectionsPage))
+	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
+	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
+	g.Get("/keys", c.auth(false, c.keysPage))
+	g.Post("/keys", c.auth(true, c.createKey))
+	g.Post("/keys/:id/revoke", c.auth(true, c.revokeKey))
+	g.Get("/webhooks", c.auth(false, c.webhooksPage))
+	g.Post("/webhooks/:id/rotate-secret", c.auth(true, c.rotateSecret))
+	g.Post("/webhooks/:id/resume", c.auth(true, c.resume))
+	g.Get("/webhooks/new", c.auth(false, c.adminOnly(c.newWebhookPage)))
+	g.Post("/webhooks", c.auth(true, c.adminOnly(c.saveWebhook)))
+	g.Get("/webhooks/:id/edit", c.auth(false, c.adminOnly(c.editWebhookPage)))
+	g.Post("/webhooks/:id", c.auth(true, c.adminOnly(c.saveWebhook)))
+	g.Get("/webhooks/:id/archive", c.auth(false, c.adminOnly(c.archiveWebhookPage)))
+	g.Post("/webhooks/:id/archive", c.auth(true, c.adminOnly(c.archiveWebhook)))
+	g.Post("/webhooks/:id/pause", c.auth(true, c.adminOnly(c.pauseWebhook)))
+}
+
+// headers: every console answer is framed by nobody, cached by nobody
+// and runs no script but the embedded files.
+func headers(c *fiber.Ctx) error {
+	c.Set("Content-Security-Policy", CSP)
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set("Referrer-Policy", "no-referrer")
+	if !strings.HasPrefix(c.Path(), Prefix+"/assets/") {
+		c.Set("Cache-Control", "no-store")
+	}
+	return c.Next()
+}
+
+type handler func(c *fiber.Ctx, s *session) error
+
+// reqCtx bounds the console's work for one request.
+func reqCtx(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+// auth loads the session; write handlers also need its CSRF token (a form
+// field csrf or the X-CSRF-Token header).
+func (c *Console) auth(write bool, h handler) fiber.Handler {
+	return func(fc *fiber.Ctx) error {
+		ctx, cancel := reqCtx(fc)
+		defer cancel()
+		s, err := c.load(ctx, fc.Cookies(CookieName))
+		if errors.Is(err, errNoSession) {
+			c.clearCookie(fc)
+			if write {
+				return problem.New(problem.Unauthorized, "Sign in to the console first")
+			}
+			return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
+		}
+		if err != nil {
+			return problem.Wrap(problem.Unavailable, "The console cannot check its session right now", err)
+		}
+		if write {
+			tok := fc.FormValue("csrf")
+			if tok == "" {
+				tok = fc.Get("X-CSRF-Token")
+			}
+			if !s.validCSRF(tok) {
+				return problem.New(problem.Forbidden, "Missing or invalid CSRF token")
+			}
+		}
+		return h(fc, s)
+	}
+}
+
+func (c *Console) isOperator(s *session) bool {
+	return s.principal.IsAdmin() && s.principal.TenantID == c.opts.OperatorTenant
+}
+
+// operatorOnly keeps the operator views from other keys.
+func (c *Console) operatorOnly(h handler) handler {
+	return func(fc *fiber.Ctx, s *session) error {
+		if !c.isOperator(s) {
+			return c.render(fc, s, fiber.StatusForbidden, "message", nil, &apiError{Status: 403, Title: "Forbidden",
+				Detail: "This view is for admin keys of the operator tenant"})
+		}
+		return h(fc, s)
+	}
+}
+
+func (c *Console) setCookie(fc *fiber.Ctx, token string, expires time.Time) {
+	fc.Cookie(&fiber.Cookie{Name: CookieName, Value: token, Path: Prefix, Expires: expires,
+		HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode, Secure: fc.Protocol() == "https"})
+}
+
+func (c *Console) clearCookie(fc *fiber.Ctx) {
+	if fc.Cookies(CookieName) == "" {
+		return
+	}
+	fc.Cookie(&fiber.Cookie{Name: CookieName, Value: "", Path: Prefix, Expires: time.Unix(1, 0), MaxAge: -1,
+		HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode, Secure: fc.Protocol() == "https"})
+}
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	Session  *session
+	Operator bool
+	CSRF     string
+	Tenant   string
+	Mode     string
+	Notice   string
+	Problem  *apiError
+	Data     any
+}
+
+func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, data any, perr *apiError) error {
+	p := page{Title: name, Session: s, Data: data, Problem: perr, Notice: fc.Query("done")}
+	if s != nil {
+		p.Operator, p.CSRF, p.Tenant, p.Mode = c.isOperator(s), s.csrf, s.principal.TenantID, s.principal.Mode
+	}
+	var b strings.Builder
+	if err := c.pages[name].Execute(&b, p); err != nil {
+		return err
+	}
+	fc.Type("html", "utf-8")
+	return fc.Status(status).SendString(b.String())
+}
+
+// show renders a view, or the API's problem in its place.
+func (c *Console) show(fc *fiber.Ctx, s *session, name string, data any, err error) error {
+	var pe *apiError
+	if errors.As(err, &pe) {
+		return c.render(fc, s, pe.Status, name, nil, pe)
+	}
+	if err != nil {
+		return problem.Wrap(problem.Unavailable, "The console could not reach the API", err)
+	}
+	return c.render(fc, s, fiber.StatusOK, name, data, nil)
+}
+
+// done answers a write: back to the view with a notice, or the view again
+// with the API's problem.
+func (c *Console) done(fc *fiber.Ctx, s *session, view string, notice string, err error) error {
+	var pe *apiError
+	if errors.As(err, &pe) {
+		return c.render(fc, s, pe.Status, "message", nil, pe)
+	}
+	if err != nil {
+		return problem.Wrap(problem.Unavailable, "The console could not reach the API", err)
+	}
+	return fc.Redirect(Prefix+view+"?done="+url.QueryEscape(notice), fiber.StatusSeeOther)
+}
+
+func (c *Console) signInPage(fc *fiber.Ctx) error {
+	return c.render(fc, nil, fiber.StatusOK, "sign-in", nil, nil)
+}
+
+func (c *Console) signIn(fc *fiber.Ctx) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	key := strings.TrimSpace(fc.FormValue("key"))
+	token, s, err := c.create(ctx, key)
+	if errors.Is(err, auth.ErrInvalidKey) {
+		return c.render(fc, nil, fiber.StatusUnauthorized, "sign-in", nil,
+			&apiError{Status: 401, Title: "Unauthorized", Detail: "Invalid or missing API key"})
+	}
+	if err != nil {
+		return problem.Wrap(problem.Unavailable, "Signing in is temporarily unavailable", err)
+	}
+	c.setCookie(fc, token, s.expires)
+	c.purge(ctx)
+	return fc.Redirect(Prefix+"/", fiber.StatusSeeOther)
+}
+
+// purge deletes expired sessions. It runs on each sign-in, which is what
+// makes sessions, so the table stays about as large as the live sessions
+// with no background worker; a failure only leaves rows no one can use.
+func (c *Console) purge(ctx context.Context) {
+	n, err := c.opts.Store.PurgeSessions(ctx, c.opts.Now().UnixMilli())
+	if err != nil {
+		c.opts.Logger.Warn("console: purge expired sessions", "err", err)
+		return
+	}
+	if n > 0 {
+		c.opts.Logger.Debug("console: purged expired sessions", "count", n)
+	}
+}
+
+func (c *Console) signOut(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	if err := c.opts.Store.DeleteSession(ctx, s.id); err != nil {
+		return problem.Wrap(problem.Unavailable, "Signing out is temporarily unavailable", err)
+	}
+	c.clearCookie(fc)
+	return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
+}
+
+func (c *Console) home(fc *fiber.Ctx, s *session) error {
+	switch {
+	case c.isOperator(s):
+		return fc.Redirect(Prefix+"/plugins", fiber.StatusSeeOther)
+	case s.principal.IsAdmin():
+		return fc.Redirect(Prefix+"/dead-letters", fiber.StatusSeeOther)
+	}
+	return fc.Redirect(Prefix+"/webhooks", fiber.StatusSeeOther)
+}
+
+func (c *Console) pluginsPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	var out struct {
+		Items []map[string]any `json:"items"`
+	}
+	err := c.call(ctx, s, http.MethodGet, "/v1/admin/plugins", "", nil, &out)
+	return c.show(fc, s, "plugins", out.Items, err)
+}
+
+func (c *Console) uploadPlugin(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	name := strings.TrimSpace(fc.FormValue("name"))
+	fh, err := fc.FormFile("module")
+	if err != nil || name == "" {
+		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
+			&apiError{Status: 400, Title: "Bad Request", Detail: "Choose a .wasm file and name the plugin"})
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return problem.Wrap(problem.BadRequest, "The uploaded file cannot be read", err)
+	}
+	defer f.Close()
+	module, err := io.ReadAll(f)
+	if err != nil {
+		return problem.Wrap(problem.BadRequest, "The uploaded file cannot be read", err)
+	}
+	err = c.call(ctx, s, http.MethodPut, "/v1/admin/plugins/"+url.PathEscape(name), "application/wasm", module, nil)
+	return c.done(fc, s, "/plugins", "Plugin "+name+" installed", err)
+}
+
+func (c *Console) rollbackPlugin(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	name := fc.Params("name")
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/plugins/"+url.PathEscape(name)+"/rollback", "", nil, nil)
+	return c.done(fc, s, "/plugins", "Plugin "+name+" rolled back", err)
+}
+
+func (c *Console) deadLettersPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	q := url.Values{"limit": {"50"}}
+	if v := fc.Query("cursor"); v != "" {
+		q.Set("cursor", v)
+	}
+	if v := fc.Query("config_id"); v != "" {
+		q.Set("config_id", v)
+	}
+	var out map[string]any
+	err := c.call(ctx, s, http.MethodGet, "/v1/admin/webhooks/dead-letters?"+q.Encode(), "", nil, &out)
+	return c.show(fc, s, "dead-letters", out, err)
+}
+
+func (c *Console) replay(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	id := fc.Params("id")
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/dead-letters/"+url.PathEscape(id)+"/replay", "", nil, nil)
+	return c.done(fc, s, "/dead-letters", "Delivery "+id+" replayed", err)
+}
+
+func (c *Console) webhooksPage(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	q := url.Values{"type": {"webhook"}, "limit": {"50"}}
+	if v := fc.Query("cursor"); v != "" {
+		q.Set("cursor", v)
+	}
+	var out map[string]any
+	err := c.call(ctx, s, http.MethodGet, "/v1/configs?"+q.Encode(), "", nil, &out)
+	if err == nil && s.principal.IsAdmin() {
+		out["paused"], err = c.pausedConfigs(ctx, s)
+	}
+	return c.show(fc, s, "webhooks", out, err)
+}
+
+func (c *Console) rotateSecret(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	var out map[string]any
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(fc.Params("id"))+"/rotate-secret", "", nil, &out)
+	var pe *apiError
+	if errors.As(err, &pe) || err != nil {
+		return c.done(fc, s, "/webhooks", "", err)
+	}
+	// The new secret is shown once, in this answer only.
+	return c.render(fc, s, fiber.StatusOK, "secret", out, nil)
+}
+
+func (c *Console) resume(fc *fiber.Ctx, s *session) error {
+	ctx, cancel := reqCtx(fc)
+	defer cancel()
+	id := fc.Params("id")
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(id)+"/resume", "", nil, nil)
+	return c.done(fc, s, "/webhooks", "Webhook "+id+" resumed", err)
+}

@@ -1,0 +1,500 @@
+package console_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/console"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// setup starts an app (SQLite in a temp dir unless cfg names a database).
+func setup(t *testing.T, cfg app.Config) *app.App {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.SecretKey == "" {
+		cfg.SecretKey = strings.Repeat("ab", 32)
+	}
+	a, err := app.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+func newKey(t *testing.T, a *app.App, tenant, mode string) (string, string) {
+	t.Helper()
+	key, rec, err := auth.CreateKey(context.Background(), a.Store, tenant, mode, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, rec.ID
+}
+
+func do(t *testing.T, a *app.App, method, path, cookie string, form url.Values) *http.Response {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, path, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		r.Header.Set("Cookie", console.CookieName+"="+cookie)
+	}
+	resp, err := a.Server.App().Test(r, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
+	t.Helper()
+	for _, c := range resp.Cookies() {
+		if c.Name == console.CookieName {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in %v", console.CookieName, resp.Header["Set-Cookie"])
+	return nil
+}
+
+// signIn returns the session cookie's value and the CSRF token of a page.
+func signIn(t *testing.T, a *app.App, key string) (cookie, csrf string) {
+	t.Helper()
+	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {key}})
+	if resp.StatusCode != http.StatusSeeOther {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("sign in: %d %s", resp.StatusCode, b)
+	}
+	cookie = sessionCookie(t, resp).Value
+	page := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	b, _ := io.ReadAll(page.Body)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page (%d):\n%s", page.StatusCode, b)
+	}
+	return cookie, string(m[1])
+}
+
+func TestSessionCookieFlags(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {key}})
+	c := sessionCookie(t, resp)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console" {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/console", c)
+	}
+	if c.Expires.IsZero() || time.Until(c.Expires) > 9*time.Hour {
+		t.Errorf("cookie expires %v: want an expiry within the session lifetime", c.Expires)
+	}
+	if len(c.Value) < 43 || strings.Contains(c.Value, key) {
+		t.Errorf("cookie value %q: want a random 256-bit token, not the key", c.Value)
+	}
+	if loc := resp.Header.Get("Location"); strings.Contains(loc, key) {
+		t.Errorf("the key appears in the redirect %q", loc)
+	}
+}
+
+func TestSignInWithBadKeyIsRefused(t *testing.T) {
+	a := setup(t, app.Config{})
+	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {"fl_live_" + strings.Repeat("x", 43)}})
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "Invalid or missing API key") {
+		t.Fatalf("sign in with an unknown key: %d %s", resp.StatusCode, b)
+	}
+	if len(resp.Cookies()) != 0 {
+		t.Errorf("cookies set on a refused sign-in: %v", resp.Cookies())
+	}
+}
+
+func TestWriteWithoutCSRFTokenIsRefused(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	for name, form := range map[string]url.Values{
+		"missing": {},
+		"wrong":   {"csrf": {csrf + "x"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := do(t, a, "POST", "/console/dead-letters/dlv_x/replay", cookie, form)
+			if resp.StatusCode != http.StatusForbidden || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+				t.Fatalf("replay with a %s CSRF token: %d %s, want a 403 problem", name, resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+		})
+	}
+	// With the token, the request reaches the API (which knows no such delivery).
+	resp := do(t, a, "POST", "/console/dead-letters/dlv_x/replay", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("replay with the CSRF token: %d, want the API's 404", resp.StatusCode)
+	}
+}
+
+func TestSignOutEndsSession(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	resp := do(t, a, "POST", "/console/sign-out", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", resp.StatusCode)
+	}
+	if c := sessionCookie(t, resp); c.Value != "" {
+		t.Errorf("sign out left the cookie %q", c.Value)
+	}
+	if resp := do(t, a, "GET", "/console/webhooks", cookie, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("the old cookie after sign out: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// A key revoked by another process (straight in the shared store) ends
+// the session on its next request, without waiting for any cache.
+func TestRevokedKeyEndsSession(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, keyID := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	if err := a.Store.RevokeAPIKey(context.Background(), keyID, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	resp := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("a session of a revoked key: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, err := a.Store.GetSession(context.Background(), "", 0); err == nil {
+		t.Fatal("GetSession of an empty id succeeded")
+	}
+}
+
+func TestCSPIsStrict(t *testing.T) {
+	a := setup(t, app.Config{})
+	for _, path := range []string{"/console/sign-in", "/console/webhooks", "/console/assets/console.css"} {
+		resp := do(t, a, "GET", path, "", nil)
+		csp := resp.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: CSP %q lacks %q", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") || strings.Contains(csp, "http") {
+			t.Errorf("%s: CSP %q allows inline code or an outside origin", path, csp)
+		}
+	}
+	// No page carries an inline script for the CSP to have to allow.
+	b, _ := io.ReadAll(do(t, a, "GET", "/console/sign-in", "", nil).Body)
+	if regexp.MustCompile(`<script(?:\s[^>]*)?>\s*[^<\s]`).Match(b) || !strings.Contains(string(b), `src="/console/assets/htmx-`) {
+		t.Errorf("sign-in page has an inline script or no embedded htmx:\n%s", b)
+	}
+}
+
+// Sessions live in the store: a session signed in on one process is
+// served by another sharing the database.
+func TestSessionServedByAnotherProcess(t *testing.T) {
+	db := testutil.Postgres(t)
+	a := setup(t, app.Config{DatabaseURL: db})
+	b := setup(t, app.Config{DatabaseURL: db})
+	key, _ := newKey(t, a, "acme", auth.ModeLive)
+	cookie, _ := signIn(t, a, key)
+	resp := do(t, b, "GET", "/console/webhooks", cookie, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `id="tenant">acme<`) {
+		t.Fatalf("the other process answered %d:\n%s", resp.StatusCode, body)
+	}
+}
+
+// addDeliveries appends n webhook.triggered facts with their outbox rows
+// through the store: every third is dead, the rest pending.
+func addDeliveries(t *testing.T, st store.Store, tenant string, n int) {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	for start := 0; start < n; start += 500 {
+		var items []store.Append
+		for i := start; i < min(n, start+500); i++ {
+			factID := fmt.Sprintf("fct_%s_%06d", tenant, i)
+			row := &store.OutboxRow{DeliveryID: "del_" + factID + "_cfg_1_1700000000", TenantID: tenant, TriggeredFactID: factID,
+				ConfigID: "cfg_1", ConfigVersion: 1, Endpoint: "https://r.example:443", Status: store.OutboxPending, Attempt: 1,
+				MaxAttempts: 5, TimeoutSeconds: 30, SigTimestamp: 1_700_000_000, Payload: []byte(`{}`),
+				Message: []byte(`{"url":"https://r.example/hook"}`), NextAttemptAt: now + 3_600_000, CreatedAt: now, UpdatedAt: now}
+			if i%3 == 0 {
+				row.Status, row.DeadAt = store.OutboxDead, now
+			}
+			items = append(items, store.Append{Fact: store.Fact{ID: factID, TenantID: tenant, Type: "webhook", Subtype: "triggered",
+				Timestamp: now, Data: []byte(`{}`), CreatedAt: now}, Outbox: row})
+		}
+		res, err := st.AppendFacts(context.Background(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+}
+
+// The deliveries view of a tenant with 10,000 deliveries renders one page
+// of them, with a link to the next keeping the filters, and none of
+// another tenant's.
+func TestDeliveriesViewPagesTenThousand(t *testing.T) {
+	a := setup(t, app.Config{})
+	addDeliveries(t, a.Store, "acme", 10_000)
+	addDeliveries(t, a.Store, "other", 10)
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	rows := regexp.MustCompile(`<tr data-delivery="(del_fct_([a-z]+)_[^"]+)" data-status="([a-z]+)"`)
+	for _, c := range []struct {
+		name, query, status string
+	}{
+		{"all", "", ""},
+		{"dead", "?status=dead&config_id=cfg_1", "dead"},
+	} {
+		start := time.Now()
+		resp := do(t, a, "GET", "/console/deliveries"+c.query, cookie, nil)
+		b, _ := io.ReadAll(resp.Body)
+		took := time.Since(start)
+		t.Logf("%s: one page of 10,000 deliveries in %v (%d bytes)", c.name, took, len(b))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", c.name, resp.StatusCode, b)
+		}
+		found := rows.FindAllSubmatch(b, -1)
+		if len(found) != 50 {
+			t.Fatalf("%s: %d rows, want one page of 50", c.name, len(found))
+		}
+		for _, m := range found {
+			if string(m[2]) != "acme" || c.status != "" && string(m[3]) != c.status {
+				t.Errorf("%s: row %s (%s)", c.name, m[1], m[3])
+			}
+		}
+		next := regexp.MustCompile(`href="([^"]+)" id="next-page"`).FindSubmatch(b)
+		if next == nil {
+			t.Fatalf("%s: no next page link", c.name)
+		}
+		if u := html.UnescapeString(string(next[1])); c.status != "" && !strings.Contains(u, "status="+c.status) {
+			t.Errorf("%s: next page %s drops the filter", c.name, u)
+		}
+		if took > 2*time.Second {
+			t.Errorf("%s: the page took %v", c.name, took)
+		}
+	}
+}
+
+// Bad filters are the API's problems (or the page's own, for times it
+// cannot read), shown in the page with the form kept.
+func TestDeliveriesViewShowsBadFilterProblems(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	for query, want := range map[string]string{
+		"?status=failed":  "status must be one of pending, sent, dead",
+		"?from=yesterday": "from: not a time",
+		"?from=2026-11-25T10:00&to=2026-11-25T09:00": "to must be after from",
+	} {
+		resp := do(t, a, "GET", "/console/deliveries"+query, cookie, nil)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `id="problem"`) ||
+			!strings.Contains(string(b), want) || !strings.Contains(string(b), `id="delivery-filters"`) {
+			t.Errorf("%s: %d, want a 400 problem in the page saying %q:\n%s", query, resp.StatusCode, want, b)
+		}
+	}
+}
+
+// The operator's domain view shows each entity type's ledger (and whether
+// it is served), its fact types and their data schemas, read from the
+// admin domain API; other keys get the API's 403.
+func TestOperatorSeesDomainModel(t *testing.T) {
+	a := setup(t, app.Config{})
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, op)
+	resp := do(t, a, "GET", "/console/domain", cookie, nil)
+	b, _ := io.ReadAll(resp.Body)
+	page := string(b)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("domain view: %d\n%s", resp.StatusCode, b)
+	}
+	for _, want := range []*regexp.Regexp{
+		// No plugin is loaded here: the ledgers are named but not served.
+		regexp.MustCompile(`(?s)data-entity-type="account">.*?class="ledger">account <span class="error">\(plugin not loaded\)`),
+		regexp.MustCompile(`(?s)data-entity-type="contact">.*?class="ledger">generic <span class="error">\(plugin not loaded\)`),
+		regexp.MustCompile(`(?s)data-fact-type="deposit"><b>deposit</b>: Money paid in.*?<code>amount</code> decimal, required.*?other members allowed`),
+		regexp.MustCompile(`data-fact-type="note"><b>note</b>\s*\(any data\)`),
+	} {
+		if !want.MatchString(page) {
+			t.Errorf("domain view lacks %s", want)
+		}
+	}
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ = signIn(t, a, key)
+	if resp := do(t, a, "GET", "/console/domain", cookie, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant admin on the domain view: %d", resp.StatusCode)
+	}
+}
+
+// The stream view lists consumers by name with their position and lag
+// behind the head, as GET /v1/admin/stream answers.
+func TestOperatorSeesStreamConsumers(t *testing.T) {
+	a := setup(t, app.Config{})
+	ctx := context.Background()
+	addDeliveries(t, a.Store, "acme", 5) // five facts: the head is 5
+	for name, pos := range map[string]int64{"webhooks": 2, "projections": 5} {
+		if err := a.Store.SetCheckpoint(ctx, name, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, op)
+	resp := do(t, a, "GET", "/console/stream", cookie, nil)
+	b, _ := io.ReadAll(resp.Body)
+	rows := regexp.MustCompile(`<tr data-consumer="([a-z]+)"><td>[a-z]+</td><td class="position">(\d+)</td><td class="lag">(\d+)</td>`).FindAllStringSubmatch(string(b), -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1]+" "+r[2]+" "+r[3])
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="head">5<`) || strings.Join(got, ", ") != "projections 5 0, webhooks 2 3" {
+		t.Fatalf("stream view %d: consumers %q\n%s", resp.StatusCode, got, b)
+	}
+}
+
+// A tenant admin creates a key (shown once, working at once through the
+// API) and revokes it (refused by the API at once); a bad mode is the
+// API's problem in the page.
+func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
+	a := setup(t, app.Config{})
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, admin)
+	apiStatus := func(key string) int {
+		r := httptest.NewRequest("GET", "/v1/configs", nil)
+		r.Header.Set("X-API-Key", key)
+		resp, err := a.Server.App().Test(r, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	resp := do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"live"}, "name": {"ci"}})
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`id="new-key">(fl_live_[^<]+)<`).FindSubmatch(b)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("create: %d\n%s", resp.StatusCode, b)
+	}
+	key := string(m[1])
+	if code := apiStatus(key); code != http.StatusOK {
+		t.Fatalf("the new key on the API: %d", code)
+	}
+	list, _ := io.ReadAll(do(t, a, "GET", "/console/keys", cookie, nil).Body)
+	row := regexp.MustCompile(`<tr data-key="([^"]+)">\s*<td><code>[^<]+</code></td><td>ci</td><td>live</td>`).FindSubmatch(list)
+	if row == nil || strings.Contains(string(list), key) {
+		t.Fatalf("the keys view lacks the new key's row or shows the key itself:\n%s", list)
+	}
+	resp = do(t, a, "POST", "/console/keys/"+string(row[1])+"/revoke", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+	if code := apiStatus(key); code != http.StatusUnauthorized {
+		t.Errorf("the revoked key on the API: %d, want 401", code)
+	}
+	resp = do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"root"}})
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "mode must be one of live, test, admin") {
+		t.Errorf("a bad mode: %d\n%s", resp.StatusCode, b)
+	}
+}
+
+// Signing in deletes the sessions that have expired, and only those.
+func TestSignInPurgesExpiredSessions(t *testing.T) {
+	a := setup(t, app.Config{})
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	for id, exp := range map[string]int64{"expired": now - 1000, "live": now + 3_600_000} {
+		if err := a.Store.CreateSession(ctx, &store.Session{ID: id, TenantID: "acme", Mode: auth.ModeAdmin, KeyID: "k", Key: []byte("x"),
+			CSRF: "c", CreatedAt: now - 10_000, ExpiresAt: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	signIn(t, a, key)
+	if _, err := a.Store.GetSession(ctx, "expired", 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the expired session after a sign-in: %v, want it purged", err)
+	}
+	if _, err := a.Store.GetSession(ctx, "live", 0); err != nil {
+		t.Errorf("the live session after a sign-in: %v", err)
+	}
+}
+
+// The operator adds an entity type by installing a domain manifest from
+// the domain view, sees a refused change's problems with their places in
+// the page, and removes the manifest after confirming; each through the
+// admin domain API.
+func TestOperatorChangesDomainModel(t *testing.T) {
+	a := setup(t, app.Config{})
+	op, _ := newKey(t, a, "operator", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, op)
+	body := func(resp *http.Response) string { b, _ := io.ReadAll(resp.Body); return string(b) }
+	const claims = "name: claims\nversion: \"1\"\nentities:\n  claim:\n    ledger: builtin\n    fields:\n      status: {type: string, required: true, storage: ix_s_1}\n    facts: [filed, paid]\n"
+
+	resp := do(t, a, "POST", "/console/domain", cookie, url.Values{"csrf": {csrf}, "name": {"claims"}, "manifest": {claims}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("install: %d %s", resp.StatusCode, body(resp))
+	}
+	page := body(do(t, a, "GET", "/console/domain", cookie, nil))
+	for _, want := range []string{`data-entity-type="claim"`, `data-fact-type="filed"`, `data-layer="claims"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("domain view after the install lacks %s", want)
+		}
+	}
+
+	bad := "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: nowhere, fields: {}, facts: [issued]}\n"
+	resp = do(t, a, "POST", "/console/domain", cookie, url.Values{"csrf": {csrf}, "name": {"more"}, "manifest": {bad}})
+	page = body(resp)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page, "domain/more:4:3") || !strings.Contains(page, "nowhere") {
+		t.Errorf("refused change: %d, want 422 naming domain/more:4:3 in the page:\n%s", resp.StatusCode, page)
+	}
+	if strings.Contains(page, `"status":422`) {
+		t.Errorf("the page shows the raw problem JSON")
+	}
+
+	resp = do(t, a, "POST", "/console/domain/claims/delete", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("remove without confirming: %d, want 400", resp.StatusCode)
+	}
+	if page := body(do(t, a, "GET", "/console/domain", cookie, nil)); !strings.Contains(page, `data-layer="claims"`) {
+		t.Fatal("an unconfirmed remove removed the manifest")
+	}
+	resp = do(t, a, "POST", "/console/domain/claims/delete", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove: %d %s", resp.StatusCode, body(resp))
+	}
+	if page := body(do(t, a, "GET", "/console/domain", cookie, nil)); strings.Contains(page, `data-layer="claims"`) || strings.Contains(page, `data-entity-type="claim"`) {
+		t.Error("the removed manifest's type is still shown")
+	}
+
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf = signIn(t, a, admin)
+	resp = do(t, a, "POST", "/console/domain", cookie, url.Values{"csrf": {csrf}, "name": {"claims"}, "manifest": {claims}})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant admin installing a domain manifest: %d, want 403", resp.StatusCode)
+	}
+}

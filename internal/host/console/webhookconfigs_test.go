@@ -1,0 +1,247 @@
+package console_test
+
+import (
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/auth"
+)
+
+// api calls the gateway in-process with a key and returns the envelope's
+// data.
+func api(t *testing.T, a *app.App, key, method, path string) map[string]any {
+	t.Helper()
+	r := httptest.NewRequest(method, path, nil)
+	r.Header.Set("X-API-Key", key)
+	resp, err := a.Server.App().Test(r, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Data map[string]any `json:"data"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 || json.Unmarshal(b, &env) != nil {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return env.Data
+}
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// webhookRow returns the webhooks page's row of a config.
+func webhookRow(t *testing.T, a *app.App, cookie, id string) string {
+	t.Helper()
+	resp := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	page := body(t, resp)
+	m := regexp.MustCompile(`(?s)<tr data-config="` + regexp.QuoteMeta(id) + `">.*?</tr>`).FindString(page)
+	if resp.StatusCode != http.StatusOK || m == "" {
+		t.Fatalf("webhooks page (%d) has no row for %s:\n%s", resp.StatusCode, id, page)
+	}
+	return m
+}
+
+// A tenant admin creates a webhook with a new secret, edits it into
+// version 2, pauses, resumes and archives it, each through the API with
+// the session's key.
+func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+
+	resp := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	if page := body(t, resp); !strings.Contains(page, `href="/console/webhooks/new"`) {
+		t.Fatalf("no New webhook link:\n%s", page)
+	}
+	resp = do(t, a, "GET", "/console/webhooks/new", cookie, nil)
+	form := body(t, resp)
+	for _, want := range []string{`name="csrf" value="` + csrf + `"`, `<label for="url">`, `<label for="triggers">`, `<label for="secret_ref">`,
+		`<label for="max_attempts">`, `<label for="timeout_seconds">`, `id="save-webhook"`} {
+		if !strings.Contains(form, want) {
+			t.Errorf("new webhook form lacks %s", want)
+		}
+	}
+
+	// Without the CSRF token nothing is created.
+	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"name": {"x"}, "url": {"https://hooks.example.com/x"}})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("create without CSRF token: %d", resp.StatusCode)
+	}
+
+	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"won deals"},
+		"url": {"https://hooks.example.com/won"}, "triggers": {"outcome.deal_won, outcome.deal_lost note.added"},
+		"new_secret": {"yes"}, "max_attempts": {"3"}, "timeout_seconds": {""}})
+	page := body(t, resp)
+	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
+	if resp.StatusCode != http.StatusOK || secret == nil {
+		t.Fatalf("create: %d %s", resp.StatusCode, page)
+	}
+	items := api(t, a, key, "GET", "/v1/configs?type=webhook")["items"].([]any)
+	if len(items) != 1 {
+		t.Fatalf("configs after create: %v", items)
+	}
+	cfg := items[0].(map[string]any)
+	id := cfg["id"].(string)
+	st := cfg["settings"].(map[string]any)
+	if cfg["name"] != "won deals" || cfg["version"] != float64(1) || len(st["triggers"].([]any)) != 3 ||
+		st["retry"].(map[string]any)["max_attempts"] != float64(3) || !strings.Contains(page, st["secret_ref"].(string)) {
+		t.Fatalf("created config %v (page %s)", cfg, page)
+	}
+	if row := webhookRow(t, a, cookie, id); strings.Contains(row, secret[1]) || !strings.Contains(row, "<td>1</td>") {
+		t.Errorf("row after create (the secret must not show again): %s", row)
+	}
+
+	// Edit: prefilled from version 1, saved as version 2.
+	resp = do(t, a, "GET", "/console/webhooks/"+id+"/edit", cookie, nil)
+	form = body(t, resp)
+	for _, want := range []string{`value="https://hooks.example.com/won"`, `value="outcome.deal_won, outcome.deal_lost, note.added"`,
+		`value="` + st["secret_ref"].(string) + `"`, `id="max_attempts" name="max_attempts" value="3"`, `name="version" value="1"`} {
+		if !strings.Contains(form, html.EscapeString(want)) && !strings.Contains(form, want) {
+			t.Errorf("edit form lacks %s:\n%s", want, form)
+		}
+	}
+	resp = do(t, a, "POST", "/console/webhooks/"+id, cookie, url.Values{"csrf": {csrf}, "version": {"1"}, "name": {"won deals"},
+		"url": {"https://hooks.example.com/v2"}, "triggers": {"outcome.deal_won"}, "secret_ref": {st["secret_ref"].(string)},
+		"max_attempts": {"3"}, "timeout_seconds": {"45"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("edit: %d %s", resp.StatusCode, body(t, resp))
+	}
+	cur := api(t, a, key, "GET", "/v1/configs/"+id)
+	if cur["version"] != float64(2) || cur["settings"].(map[string]any)["url"] != "https://hooks.example.com/v2" ||
+		cur["settings"].(map[string]any)["retry"].(map[string]any)["timeout_seconds"] != float64(45) {
+		t.Fatalf("after edit: %v", cur)
+	}
+	if row := webhookRow(t, a, cookie, id); !strings.Contains(row, "<td>2</td>") || !strings.Contains(row, `class="pause"`) {
+		t.Errorf("row after edit: %s", row)
+	}
+	// A stale form (version 1) is refused, not applied over version 2.
+	resp = do(t, a, "POST", "/console/webhooks/"+id, cookie, url.Values{"csrf": {csrf}, "version": {"1"}, "name": {"stale"},
+		"url": {"https://hooks.example.com/stale"}, "triggers": {"outcome.deal_won"}, "secret_ref": {st["secret_ref"].(string)}})
+	if page := body(t, resp); resp.StatusCode != http.StatusConflict || !strings.Contains(page, `id="form-problem"`) ||
+		!strings.Contains(page, `value="https://hooks.example.com/stale"`) {
+		t.Errorf("stale edit: %d %s", resp.StatusCode, page)
+	}
+
+	// Pause, then resume.
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/pause", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("pause: %d %s", resp.StatusCode, body(t, resp))
+	}
+	if items := api(t, a, key, "GET", "/v1/admin/webhooks/paused")["items"].([]any); len(items) != 1 {
+		t.Fatalf("paused after pause: %v", items)
+	}
+	if row := webhookRow(t, a, cookie, id); !strings.Contains(row, "active, paused") || !strings.Contains(row, `class="resume"`) || strings.Contains(row, `class="pause"`) {
+		t.Errorf("row of a paused config: %s", row)
+	}
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/pause", cookie, url.Values{"csrf": {csrf}})
+	if page := body(t, resp); resp.StatusCode != http.StatusConflict || !strings.Contains(page, `id="problem"`) || strings.Contains(page, `"status":409`) {
+		t.Errorf("pause twice: %d %s", resp.StatusCode, page)
+	}
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/resume", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resume: %d %s", resp.StatusCode, body(t, resp))
+	}
+	if row := webhookRow(t, a, cookie, id); strings.Contains(row, "paused") || !strings.Contains(row, `class="pause"`) {
+		t.Errorf("row after resume: %s", row)
+	}
+
+	// Archive: a confirmation first.
+	resp = do(t, a, "GET", "/console/webhooks/"+id+"/archive", cookie, nil)
+	if page := body(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="confirm-archive"`) {
+		t.Fatalf("archive confirmation: %d %s", resp.StatusCode, page)
+	}
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/archive", cookie, url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusBadRequest || api(t, a, key, "GET", "/v1/configs/"+id)["status"] != "active" {
+		t.Fatalf("archive without confirming: %d", resp.StatusCode)
+	}
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/archive", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if resp.StatusCode != http.StatusSeeOther || api(t, a, key, "GET", "/v1/configs/"+id)["status"] != "archived" {
+		t.Fatalf("archive: %d %s", resp.StatusCode, body(t, resp))
+	}
+	if row := webhookRow(t, a, cookie, id); !strings.Contains(row, "archived") || strings.Contains(row, `class="edit"`) {
+		t.Errorf("row after archive: %s", row)
+	}
+}
+
+// The API's validation problems show beside their fields, in a form that
+// keeps what was typed; a secret created for a refused config is shown
+// once and kept in the form.
+func TestWebhookFormShowsValidationProblems(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	resp := do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"typed name"},
+		"url": {"http://insecure"}, "triggers": {"Bad-Trigger"}, "new_secret": {"yes"}, "max_attempts": {"99"}, "timeout_seconds": {"soon"}})
+	page := body(t, resp)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("invalid webhook: %d %s", resp.StatusCode, page)
+	}
+	for _, f := range []string{"url", "triggers", "max_attempts", "timeout_seconds"} {
+		m := regexp.MustCompile(`<span class="problem field-error" id="` + f + `-error">([^<]+)</span>`).FindStringSubmatch(page)
+		if m == nil || strings.TrimSpace(m[1]) == "" {
+			t.Errorf("no problem beside %s:\n%s", f, page)
+		}
+		if !strings.Contains(page, `id="`+f+`" name="`+f+`"`) || !strings.Contains(page, `aria-describedby="`+f+`-error"`) {
+			t.Errorf("field %s is not marked invalid", f)
+		}
+	}
+	for _, typed := range []string{`value="typed name"`, `value="http://insecure"`, `value="Bad-Trigger"`, `value="99"`, `value="soon"`} {
+		if !strings.Contains(page, typed) {
+			t.Errorf("the form lost %s", typed)
+		}
+	}
+	if strings.Contains(page, `"errors"`) || strings.Contains(page, `"field"`) {
+		t.Errorf("raw problem JSON in the page:\n%s", page)
+	}
+	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code> under the reference <code>(webhook_secret_[a-z0-9]+)</code>`).FindStringSubmatch(page)
+	if secret == nil || !strings.Contains(page, `id="secret_ref" name="secret_ref" value="`+secret[2]+`"`) || strings.Contains(page, `name="new_secret" value="yes" checked`) {
+		t.Fatalf("the secret made for the refused config is not shown and kept:\n%s", page)
+	}
+	if items := api(t, a, key, "GET", "/v1/configs?type=webhook")["items"].([]any); len(items) != 0 {
+		t.Errorf("an invalid config was created: %v", items)
+	}
+
+	// Fixed and sent again with the kept reference: created, no new secret.
+	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"typed name"},
+		"url": {"https://hooks.example.com/ok"}, "triggers": {"outcome.deal_won"}, "secret_ref": {secret[2]}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("fixed webhook: %d %s", resp.StatusCode, body(t, resp))
+	}
+	items := api(t, a, key, "GET", "/v1/configs?type=webhook")["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["settings"].(map[string]any)["secret_ref"] != secret[2] {
+		t.Errorf("configs: %v", items)
+	}
+}
+
+// Live keys neither see nor reach the management views.
+func TestLiveKeyCannotManageWebhooks(t *testing.T) {
+	a := setup(t, app.Config{})
+	live, _ := newKey(t, a, "acme", auth.ModeLive)
+	cookie, csrf := signIn(t, a, live)
+	if page := body(t, do(t, a, "GET", "/console/webhooks", cookie, nil)); strings.Contains(page, "/console/webhooks/new") {
+		t.Errorf("a live key sees New webhook")
+	}
+	for _, r := range []struct{ method, path string }{{"GET", "/console/webhooks/new"}, {"POST", "/console/webhooks"},
+		{"GET", "/console/webhooks/cfg_x/edit"}, {"POST", "/console/webhooks/cfg_x/pause"}, {"POST", "/console/webhooks/cfg_x/archive"}} {
+		var form url.Values
+		if r.method == "POST" {
+			form = url.Values{"csrf": {csrf}, "confirm": {"yes"}, "url": {"https://hooks.example.com/x"}}
+		}
+		if resp := do(t, a, r.method, r.path, cookie, form); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s %s with a live key: %d", r.method, r.path, resp.StatusCode)
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"html"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/problem"
+)
+
+// errorPage serves the human page of a problem type at /errors/:slug, so a
+// problem's `type` URI resolves when --docs-url points at this server.
+func (s *Server) errorPage(c *fiber.Ctx) error {
+	slug := c.Params("slug")
+	for _, k := range problem.Catalogue {
+		if k.Slug != slug {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString("<!doctype html><html><head><meta charset=\"utf-8\"><title>")
+		b.WriteString(html.EscapeString(k.Title))
+		b.WriteString(" - Factline errors</title></head><body><h1>")
+		b.WriteString(html.EscapeString(k.Title))
+		b.WriteString("</h1><p><code>")
+		b.WriteString(html.EscapeString(s.cfg.DocsURL + "/errors/" + k.Slug))
+		b.WriteString("</code> &middot; HTTP ")
+		b.WriteString(strconv.Itoa(k.Status))
+		b.WriteString("</p><p>")
+		b.WriteString(html.EscapeString(k.Explanation()))
+		b.WriteString("</p></body></html>")
+		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+		return c.SendString(b.String())
+	}
+	return problem.Newf(problem.NotFound, "No error type %q; see %s/errors/ for the list", slug, s.cfg.DocsURL)
+}

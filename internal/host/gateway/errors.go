@@ -1,0 +1,174 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+)
+
+// unavailableRetryAfter is the Retry-After, in seconds, of every 503: long
+// enough for a database failover or restart to be under way, short enough
+// that clients come back soon after.
+const unavailableRetryAfter = "5"
+
+// handleError is the one place errors become responses.
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	pe := s.toProblem(c, err)
+	rid := requestID(c)
+	if rid == "" {
+		// fiber calls this directly for errors raised before middleware
+		// runs (for example an oversized body).
+		rid = newRequestID(c)
+	}
+	for k, v := range pe.Headers {
+		c.Set(k, v)
+	}
+	if pe.Kind.Status == fiber.StatusServiceUnavailable && c.GetRespHeader(fiber.HeaderRetryAfter) == "" {
+		c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
+	}
+	if pe.Kind.Status == fiber.StatusMethodNotAllowed && c.GetRespHeader(fiber.HeaderAllow) == "" {
+		if allow := s.allowedMethods(c.Path()); allow != "" {
+			c.Set(fiber.HeaderAllow, allow)
+		}
+	}
+	c.Status(pe.Kind.Status)
+	b, merr := jsonMarshal(pe.Body(s.cfg.DocsURL, rid))
+	if merr != nil {
+		return merr
+	}
+	c.Set(fiber.HeaderContentType, problem.ContentType)
+	return c.Send(b)
+}
+
+// toProblem maps any error to a problem: ours pass through, fiber's keep
+// their status with our catalogue's slug and title, and a database that
+// cannot be reached is a 503 wherever it surfaced (auth, reads, writes),
+// even when a layer on the way took it for a timeout or an internal error.
+func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
+	// A value the store cannot hold is the client's input, whoever
+	// wrapped the store's error on the way.
+	var ie *store.InvalidInputError
+	if errors.As(err, &ie) {
+		pe := problem.Validation([]problem.FieldError{invalidField(ie)})
+		pe.Err = err
+		return pe
+	}
+	var pe *problem.Error
+	found := errors.As(err, &pe)
+	if errors.Is(err, store.ErrUnavailable) && (!found || pe.Kind.Status >= 500) {
+		if found && pe.Kind == problem.Unavailable {
+			return pe
+		}
+		return problem.Wrap(problem.Unavailable, "The database is not answering; retry in a few seconds", err)
+	}
+	if found {
+		return pe
+	}
+	var te transportError
+	if errors.As(err, &te) {
+		// fasthttp's own texts name its parser's internals: say what was
+		// wrong in the product's words and keep the cause for the log.
+		var small *fasthttp.ErrSmallBuffer
+		var ne net.Error
+		switch {
+		case errors.As(err, &small):
+			return problem.Wrap(problem.HeadersTooLarge, fmt.Sprintf("Request line and headers exceed the limit of %d bytes", headerLimit), err)
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			return s.bodyTooLarge(c)
+		case errors.As(err, &ne) && ne.Timeout():
+			return problem.Wrap(problem.BadRequest, "The request took too long to arrive", err)
+		}
+		return problem.Wrap(problem.BadRequest, "The request is not well-formed HTTP/1.1", err)
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		switch fe.Code {
+		case fiber.StatusNotFound, fiber.StatusMethodNotAllowed:
+			return s.routeMiss(c)
+		case fiber.StatusRequestEntityTooLarge:
+			return s.bodyTooLarge(c)
+		case fiber.StatusRequestTimeout:
+			return problem.New(problem.ForStatus(fe.Code), "The request took too long to arrive")
+		}
+		k := problem.ForStatus(fe.Code)
+		if fe.Code >= 500 {
+			return problem.Wrap(k, "An internal error occurred; quote the trace_id when reporting it", err)
+		}
+		return problem.Wrap(k, fe.Message, err)
+	}
+	return problem.From(err)
+}
+
+// routeMiss is the answer to a method and path no route serves: 405 when
+// the path is served for other methods (handleError adds Allow), else 404.
+func (s *Server) routeMiss(c *fiber.Ctx) *problem.Error {
+	if s.allowedMethods(c.Path()) != "" {
+		return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+	}
+	return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
+}
+
+func (s *Server) bodyTooLarge(c *fiber.Ctx) *problem.Error {
+	limit := s.cfg.BodyLimit
+	if isUpload(c.Path()) {
+		limit = max(s.cfg.BodyLimit, s.cfg.UploadLimit)
+	}
+	return problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", limit)
+}
+
+// allowedMethods lists the methods registered for a path (platform,
+// mounted and manifest routes), for the Allow header of a 405.
+func (s *Server) allowedMethods(path string) string {
+	_, methods := s.table.Load().match("", path, map[string]string{})
+	for _, r := range s.app.GetRoutes(true) {
+		if r.Method == fiber.MethodHead || r.Method == fiber.MethodConnect || r.Method == "USE" {
+			continue
+		}
+		if matchPattern(r.Path, path) && !contains(methods, r.Method) {
+			methods = append(methods, r.Method)
+		}
+	}
+	// Every GET route answers HEAD too.
+	if i := slices.Index(methods, fiber.MethodGet); i >= 0 && !contains(methods, fiber.MethodHead) {
+		methods = slices.Insert(methods, i+1, fiber.MethodHead)
+	}
+	return strings.Join(methods, ", ")
+}
+
+// matchPattern matches a fiber route pattern with :params against a path.
+func matchPattern(pattern, path string) bool {
+	ps := strings.Split(strings.Trim(pattern, "/"), "/")
+	xs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(ps) != len(xs) {
+		return false
+	}
+	for i := range ps {
+		if strings.HasPrefix(ps[i], ":") {
+			if xs[i] == "" {
+				return false
+			}
+			continue
+		}
+		if ps[i] != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

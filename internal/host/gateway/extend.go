@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/openapi"
+)
+
+// Mount registers an extra endpoint (for example the webhook or plugin
+// administration API) behind the access check doc names and the same
+// problem errors, request ids, logs and metrics as the platform routes,
+// and describes it in /openapi.json with doc. Mount before serving. The
+// manifest's routes are matched first; a request none of them serves
+// falls through to mounted endpoints.
+func (s *Server) Mount(doc openapi.Endpoint, h fiber.Handler) {
+	s.handle(doc, false, h)
+}
+
+// Endpoints are the endpoints registered so far, in order: the platform's
+// and the mounted ones (not the manifest's routes).
+func (s *Server) Endpoints() []openapi.Endpoint { return slices.Clone(s.endpoints) }
+
+// Principal returns the authenticated caller of a request (nil on public
+// routes).
+func Principal(c *fiber.Ctx) *auth.Principal { return principal(c) }
+
+// Tenant returns the authenticated caller's tenant.
+func Tenant(c *fiber.Ctx) string { return tenant(c) }
+
+// Context returns the request's context, with its deadline.
+func Context(c *fiber.Ctx) context.Context { return ctx(c) }
+
+// RequestID returns the request's id.
+func RequestID(c *fiber.Ctx) string { return requestID(c) }
+
+// Respond writes data inside the {data, meta} envelope.
+func Respond(c *fiber.Ctx, status int, data any) error { return respond(c, status, data) }
+
+// ReadJSON checks the content type and decodes the body as a JSON object
+// with exact numbers, returning it and a copy of the raw body.
+func ReadJSON(c *fiber.Ctx) (map[string]any, []byte, error) { return readJSON(c) }

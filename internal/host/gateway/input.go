@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+)
+
+// input reads typed fields from a decoded JSON body, collecting every
+// field error instead of stopping at the first.
+type input struct {
+	m    map[string]any
+	errs []problem.FieldError
+}
+
+func (in *input) typeErr(key, want string) {
+	in.errs = append(in.errs, problem.FieldError{Field: key, Code: problem.CodeType, Message: fmt.Sprintf("%s must be %s", key, want)})
+}
+
+func (in *input) require(key string) bool {
+	if v, ok := in.m[key]; !ok || v == nil {
+		in.errs = append(in.errs, problem.FieldError{Field: key, Code: problem.CodeRequired, Message: key + " is required"})
+		return false
+	}
+	return true
+}
+
+func (in *input) str(key string) string {
+	v, ok := in.m[key]
+	if !ok || v == nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		in.typeErr(key, "a string")
+	}
+	return s
+}
+
+func (in *input) integer(key string) int64 {
+	v, ok := in.m[key]
+	if !ok || v == nil {
+		return 0
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		in.typeErr(key, "an integer")
+		return 0
+	}
+	i, err := n.Int64()
+	if err != nil {
+		in.typeErr(key, "an integer")
+	}
+	return i
+}
+
+func (in *input) object(key string) map[string]any {
+	v, ok := in.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	o, ok := v.(map[string]any)
+	if !ok {
+		in.typeErr(key, "an object")
+	}
+	return o
+}
+
+// only reports keys outside allowed as unknown fields.
+func (in *input) only(allowed ...string) {
+	for k := range in.m {
+		if !contains(allowed, k) {
+			in.errs = append(in.errs, problem.FieldError{Field: k, Code: problem.CodeUnknownField, Message: k + " is not a known field"})
+		}
+	}
+}
+
+func (in *input) err() error {
+	if len(in.errs) == 0 {
+		return nil
+	}
+	sortFieldErrors(in.errs)
+	return problem.Validation(in.errs)
+}
+
+// errWith is err, completed when there are errors with those more finds
+// in the same input (the platform's rules), so that one response lists
+// every field error; more is not called for a valid shape, whose request
+// goes on to the platform anyway. An error on a field already reported is
+// left out.
+func (in *input) errWith(more func() []problem.FieldError) error {
+	if len(in.errs) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(in.errs))
+	for _, e := range in.errs {
+		seen[e.Field] = true
+	}
+	for _, e := range more() {
+		if !seen[e.Field] {
+			in.errs = append(in.errs, e)
+		}
+	}
+	return in.err()
+}
+
+func sortFieldErrors(errs []problem.FieldError) {
+	slices.SortStableFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
+}
+
+// queryInt parses an optional integer query parameter.
+func queryInt(raw, name string) (int, error) {
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil {
+		return 0, problem.Validation([]problem.FieldError{{Field: name, Code: problem.CodeType, Message: name + " must be an integer"}})
+	}
+	return n, nil
+}
+
+// refuseBadText answers a validation problem for query parameters (names
+// and values, as decoded) and path segments holding NUL or invalid UTF-8:
+// no store can hold them, so no filter, id or name made of them can
+// match anything. Field errors name the query parameter, or "path".
+func refuseBadText(c *fiber.Ctx) error {
+	var errs []problem.FieldError
+	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+		name := store.Shown(string(k))
+		if err := store.CheckText(name, string(k)); err != nil {
+			errs = append(errs, invalidField(err.(*store.InvalidInputError)))
+			return
+		}
+		if err := store.CheckText(name, string(v)); err != nil {
+			errs = append(errs, invalidField(err.(*store.InvalidInputError)))
+		}
+	})
+	if err := store.CheckText("path", string(c.Context().URI().Path())); err != nil {
+		errs = append(errs, invalidField(err.(*store.InvalidInputError)))
+	}
+	if len(errs) > 0 {
+		sortFieldErrors(errs)
+		return problem.Validation(errs)
+	}
+	return c.Next()
+}

@@ -1,0 +1,167 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/factline/factline/internal/host/ledger"
+)
+
+// stored is what a refused write must leave unchanged: every entity of
+// the tenant with its version, the entity's facts and every config with
+// its version.
+func (h *harness) stored(entityID string) string {
+	h.t.Helper()
+	var b strings.Builder
+	ents := h.req("GET", "/v1/entities?entity_type=account&limit=100", h.keyA, nil).wantStatus(h.t, 200).data()["items"].([]any)
+	for _, e := range ents {
+		m := e.(map[string]any)
+		fmt.Fprintf(&b, "entity %s v%s %s;", m["id"], m["version"], m["data"])
+	}
+	facts := h.req("GET", "/v1/entities/"+entityID+"/facts", h.keyA, nil).wantStatus(h.t, 200).data()["items"].([]any)
+	fmt.Fprintf(&b, "facts %d;", len(facts))
+	cfgs := h.req("GET", "/v1/configs?limit=100", h.keyA, nil).wantStatus(h.t, 200).data()["items"].([]any)
+	for _, c := range cfgs {
+		m := c.(map[string]any)
+		fmt.Fprintf(&b, "config %s v%s %s;", m["id"], m["version"], m["settings"])
+	}
+	return b.String()
+}
+
+// unstorableBodyCases are writes on every body-taking endpoint whose one bad
+// value (a string, a key or a number) must be reported by its JSON path.
+func unstorableBodyCases(ent, cfg string, bad, badKey, num string) []struct{ name, method, path, body, field, code string } {
+	return []struct{ name, method, path, body, field, code string }{
+		{"entity field", "POST", "/v1/entities", `{"type":"account","name":"` + bad + `","status":"active","subtype":"customer"}`, "name", "format"},
+		{"entity id", "POST", "/v1/entities", `{"type":"account","id":"` + bad + `","name":"A","status":"active","subtype":"customer"}`, "id", "format"},
+		{"entity metadata key", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","metadata":{"` + badKey + `":1}}`, "metadata.k\uFFFD", "format"},
+		{"entity extra number", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","score":` + num + `}`, "score", "range"},
+		{"entity patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"name":"` + bad + `"}`, "name", "format"},
+		{"fact data", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","data":{"note":"` + bad + `"}}`, "data.note", "format"},
+		{"fact data array", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","data":{"lines":[1,{"amount":` + num + `}]}}`, "data.lines[1].amount", "range"},
+		{"fact subtype", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","subtype":"` + bad + `"}`, "subtype", "format"},
+		{"config settings", "POST", "/v1/configs", `{"type":"pricing","scope_type":"global","settings":{"beta":"` + bad + `"}}`, "settings.beta", "format"},
+		{"config huge number", "POST", "/v1/configs", `{"type":"pricing","scope_type":"global","settings":{"beta":` + num + `}}`, "settings.beta", "range"},
+		{"config name", "POST", "/v1/configs", `{"type":"pricing","name":"` + bad + `","settings":{}}`, "name", "format"},
+		{"config update key", "PUT", "/v1/configs/" + cfg, `{"settings":{"` + badKey + `":true}}`, "settings.k\uFFFD", "format"},
+		{"ledger command", "POST", "/v1/entities/" + ent + "/deposit", `{"amount":1,"note":"` + bad + `"}`, "note", "format"},
+	}
+}
+
+// testUnstorableBodies sends the cases whose code is code (format for bad
+// strings and keys, range for numbers).
+func testUnstorableBodies(t *testing.T, code, bad, badKey, num string) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			l := &countingLedger{}
+			testUnstorableBodiesOn(t, setupLedgers(t, backend, ledger.Static{"account": l}), code, bad, badKey, num)
+			if n := l.decides.Load(); n != 0 {
+				t.Errorf("the ledger was called %d times for refused commands", n)
+			}
+		})
+	}
+}
+
+func testUnstorableBodiesOn(t *testing.T, h *harness, code, bad, badKey, num string) {
+	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	cfg := str(h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "pricing", "scope_type": "global", "settings": map[string]any{"rate": 1}}).wantStatus(t, 201).data()["id"])
+	before := h.stored(ent)
+	for _, tc := range unstorableBodyCases(ent, cfg, bad, badKey, num) {
+		if tc.code != code {
+			continue
+		}
+		r := h.req(tc.method, tc.path, h.keyA, tc.body)
+		r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+		if got := r.fieldErrors(); got[tc.field] != tc.code {
+			t.Errorf("%s: field errors %v, want %s: %s", tc.name, got, tc.field, tc.code)
+		}
+	}
+	if after := h.stored(ent); after != before {
+		t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+func TestInvalidUTF8BodyIsRefused(t *testing.T) {
+	t.Parallel()
+	testUnstorableBodies(t, "format", "bad\xff\xfe", "k\xc0\xaf", "1")
+}
+
+func TestLoneSurrogateEscapeIsRefused(t *testing.T) {
+	t.Parallel()
+	testUnstorableBodies(t, "format", `bad\ud800`, `k\udfff`, "2")
+}
+
+func TestNULInBodyIsRefused(t *testing.T) {
+	t.Parallel()
+	testUnstorableBodies(t, "format", `bad\u0000`, `k\u0000`, "3")
+}
+
+func TestHugeNumberIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, num := range []string{"1e1000000000", "-1e400", "1e-400", strings.Repeat("7", 101)} {
+		t.Run(num[:min(len(num), 12)], func(t *testing.T) {
+			t.Parallel()
+			testUnstorableBodies(t, "range", "ok", "k", num)
+		})
+	}
+}
+
+func TestNULAndInvalidUTF8InQueryAndPathAreRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+		for _, bad := range []string{"%00", "%ED%A0%80", "%C0%AF", "a%FFb"} {
+			for _, tc := range []struct{ method, path, field string }{
+				{"GET", "/v1/entities?entity_type=account&name=" + bad, "name"},
+				{"GET", "/v1/entities?entity_type=" + bad, "entity_type"},
+				{"GET", "/v1/entities?entity_type=account&cursor=" + bad, "cursor"},
+				{"GET", "/v1/configs?type=" + bad, "type"},
+				{"GET", "/v1/configs?status=" + bad, "status"},
+				{"GET", "/v1/entities/" + ent + "?entity_type=" + bad, "entity_type"},
+				{"GET", "/v1/entities/" + bad + "?entity_type=account", "path"},
+				{"GET", "/v1/entities/" + bad + "/facts", "path"},
+				{"GET", "/v1/facts/" + bad, "path"},
+				{"GET", "/v1/configs/" + bad, "path"},
+				{"GET", "/v1/configs/" + bad + "/versions", "path"},
+				{"DELETE", "/v1/configs/" + bad, "path"},
+				{"GET", "/v1/entities?entity_type=account&" + bad + "=x", "\uFFFD"},
+			} {
+				r := h.req(tc.method, tc.path, h.keyA, nil)
+				r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+				field := tc.field
+				if field == "\uFFFD" {
+					u, _ := url.QueryUnescape(bad)
+					field = strings.ToValidUTF8(strings.ReplaceAll(u, "\x00", "\uFFFD"), "\uFFFD")
+				}
+				if got := r.fieldErrors(); got[field] != "format" {
+					t.Errorf("%s %s: field errors %v, want %q: format", tc.method, tc.path, got, field)
+				}
+			}
+		}
+	})
+}
+
+// countingLedger serves the account type's deposit command and counts the
+// decisions it is asked for.
+type countingLedger struct{ decides atomic.Int64 }
+
+func (l *countingLedger) Name() string         { return "account" }
+func (l *countingLedger) StateDependent() bool { return false }
+func (l *countingLedger) Commands() []ledger.CommandSpec {
+	return []ledger.CommandSpec{{Name: "deposit", Method: "POST", Path: "/deposit", Emits: []string{"deposit"}}}
+}
+
+func (l *countingLedger) Decide(_ context.Context, _ json.RawMessage, cmd ledger.Command) (ledger.Decision, error) {
+	l.decides.Add(1)
+	return ledger.Decision{Facts: []ledger.NewFact{{Type: "deposit", Subtype: "manual", Data: json.RawMessage(`{"amount":1}`)}}}, nil
+}
+
+func (l *countingLedger) Evolve(_ context.Context, state, _ json.RawMessage) (json.RawMessage, error) {
+	return state, nil
+}

@@ -1,0 +1,523 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/idempotency"
+	"github.com/factline/factline/internal/host/openapi"
+	"github.com/factline/factline/internal/host/platform"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+)
+
+func (s *Server) routes() {
+	s.app.Use(refuseBadText)
+	for _, r := range s.platformRoutes(!s.cfg.NoMetrics) {
+		s.handle(r.Doc, true, r.Handler)
+	}
+	// Routes ledgers declare for their entities (POST /v1/entities/:id/deposit),
+	// described by the ledgers' command specs.
+	s.app.All("/v1/entities/:id/*", s.requireKey, s.entityCommand)
+
+	// Everything else goes to the manifest's route table, which can be
+	// swapped at run time.
+	s.app.Use(s.dispatch)
+}
+
+// handle registers an endpoint behind the access check its documentation
+// names, and records the documentation for the API description. The key
+// check is attached per route, not to the /v1 group: a group middleware
+// would also run for manifest routes under /v1, some of which are public.
+// withHead also answers HEAD on a GET endpoint.
+func (s *Server) handle(doc openapi.Endpoint, withHead bool, h fiber.Handler) {
+	var handlers []fiber.Handler
+	switch doc.Access {
+	case openapi.AnyKey:
+		handlers = append(handlers, s.requireKey)
+	case openapi.AdminKey:
+		handlers = append(handlers, s.requireKey, requireAdmin)
+	}
+	handlers = append(handlers, h)
+	if withHead && doc.Method == fiber.MethodGet {
+		s.app.Get(doc.Path, handlers...)
+	} else {
+		s.app.Add(doc.Method, doc.Path, handlers...)
+	}
+	s.endpoints = append(s.endpoints, doc)
+}
+
+// serveMetrics serves GET /metrics from the registry.
+func (s *Server) serveMetrics(c *fiber.Ctx) error { return s.metricsHTTP(c) }
+
+// idempotent runs a write through the Idempotency-Key machinery when the
+// client sent the header; otherwise it just runs it.
+func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() (int, any, error)) error {
+	key := c.Get("Idempotency-Key")
+	if key == "" {
+		status, data, err := run()
+		if err != nil {
+			return err
+		}
+		return respond(c, status, data)
+	}
+	if !idempotency.ValidKey(key) {
+		return problem.Validation([]problem.FieldError{{Field: "Idempotency-Key", Code: problem.CodeFormat, Message: "Idempotency-Key must be 1-255 visible ASCII characters"}})
+	}
+	k := store.IdemKey{TenantID: tenant(c), Scope: scope, Key: key}
+	resp, replayed, err := s.idem.Do(ctx(c), k, idempotency.Fingerprint(c.Method(), c.Path(), body), func() (idempotency.Response, error) {
+		status, data, err := run()
+		if err != nil {
+			return idempotency.Response{}, err
+		}
+		b, err := envelope(c, data)
+		if err != nil {
+			return idempotency.Response{}, err
+		}
+		return idempotency.Response{Status: status, Body: b}, nil
+	})
+	if err != nil {
+		return err
+	}
+	if replayed {
+		c.Set("Idempotent-Replayed", "true")
+	}
+	c.Status(resp.Status)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(resp.Body)
+}
+
+// entityReserved are body keys of POST /v1/entities that are not fields.
+var entityReserved = map[string]bool{"type": true, "id": true, "metadata": true, "data": true}
+
+// createEntity: POST /v1/entities with {type, id?, metadata?, ...fields}.
+// Fields may also be sent inside "data"; top-level fields win.
+func (s *Server) createEntity(c *fiber.Ctx) error {
+	m, raw, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	in := &input{m: m}
+	typ := in.str("type")
+	entID := in.str("id")
+	meta := in.object("metadata")
+	data := in.object("data")
+	fields := map[string]any{}
+	for k, v := range data {
+		fields[k] = v
+	}
+	for k, v := range m {
+		if !entityReserved[k] {
+			fields[k] = v
+		}
+	}
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.EntityInputErrors(platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields})
+		return errs
+	}); err != nil {
+		return err
+	}
+	return s.idempotent(c, "POST /v1/entities", raw, func() (int, any, error) {
+		e, err := s.platform.CreateEntity(ctx(c), tenant(c), platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields, Metadata: meta})
+		if err != nil {
+			return 0, nil, err
+		}
+		return fiber.StatusCreated, fiber.Map{"id": e.ID, "entity": platform.NewEntityView(e)}, nil
+	})
+}
+
+func (s *Server) getEntity(c *fiber.Ctx) error {
+	e, err := s.platform.GetEntity(ctx(c), tenant(c), c.Params("id"), c.Query("entity_type"))
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusOK, platform.NewEntityView(e))
+}
+
+// listReserved are query parameters of GET /v1/entities that are not
+// field filters.
+var listReserved = map[string]bool{"entity_type": true, "cursor": true, "limit": true}
+
+func (s *Server) listEntities(c *fiber.Ctx) error {
+	limit, err := queryInt(c.Query("limit"), "limit")
+	if err != nil {
+		return err
+	}
+	filters := map[string]string{}
+	for k, v := range c.Queries() {
+		if !listReserved[k] {
+			filters[k] = v
+		}
+	}
+	page, err := s.platform.ListEntities(ctx(c), tenant(c), platform.ListEntitiesInput{
+		Type: c.Query("entity_type"), Filters: filters, Cursor: c.Query("cursor"), Limit: limit,
+	})
+	if err != nil {
+		return err
+	}
+	items := make([]platform.EntityView, len(page.Items))
+	for i := range page.Items {
+		items[i] = platform.NewEntityView(&page.Items[i])
+	}
+	return respond(c, fiber.StatusOK, listing(items, page.Cursor, page.HasMore))
+}
+
+// listing renders {items, cursor?, hasMore}.
+func listing(items any, cursor string, hasMore bool) fiber.Map {
+	m := fiber.Map{"items": items, "hasMore": hasMore}
+	if cursor != "" {
+		m["cursor"] = cursor
+	}
+	return m
+}
+
+// updateEntity: PATCH /v1/entities/:id with {version, entity_type?,
+// metadata?, ...fields} as a JSON merge patch of the fields.
+func (s *Server) updateEntity(c *fiber.Ctx) error {
+	m, _, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	in := &input{m: m}
+	version := in.integer("version")
+	typ := in.str("entity_type")
+	meta := in.object("metadata")
+	data := in.object("data")
+	if err := in.err(); err != nil {
+		return err
+	}
+	patch := map[string]any{}
+	for k, v := range data {
+		patch[k] = v
+	}
+	for k, v := range m {
+		if k != "version" && k != "entity_type" && k != "metadata" && k != "data" {
+			patch[k] = v
+		}
+	}
+	if typ == "" {
+		typ = c.Query("entity_type")
+	}
+	e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: c.Params("id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta})
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusOK, platform.NewEntityView(e))
+}
+
+func (s *Server) listEntityFacts(c *fiber.Ctx) error {
+	limit, err := queryInt(c.Query("limit"), "limit")
+	if err != nil {
+		return err
+	}
+	page, err := s.platform.ListEntityFacts(ctx(c), tenant(c), c.Params("id"), c.Query("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	items := make([]platform.FactView, len(page.Items))
+	for i := range page.Items {
+		items[i] = platform.NewFactView(&page.Items[i])
+	}
+	return respond(c, fiber.StatusOK, listing(items, page.Cursor, page.HasMore))
+}
+
+// appendFact: POST /v1/facts with {entity_id, type, subtype?, timestamp?,
+// data?, source_id?, trace_id?, expected_version?}.
+func (s *Server) appendFact(c *fiber.Ctx) error {
+	m, raw, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	in := &input{m: m}
+	in.only("entity_id", "type", "subtype", "timestamp", "data", "source_id", "trace_id", "expected_version")
+	in.require("entity_id")
+	in.require("type")
+	fi := platform.AppendFactInput{
+		EntityID:        in.str("entity_id"),
+		Type:            in.str("type"),
+		Subtype:         in.str("subtype"),
+		SourceID:        in.str("source_id"),
+		TraceID:         in.str("trace_id"),
+		Timestamp:       in.integer("timestamp"),
+		Data:            in.object("data"),
+		ExpectedVersion: in.integer("expected_version"),
+	}
+	if err := in.err(); err != nil {
+		return err
+	}
+	if fi.TraceID == "" {
+		fi.TraceID = traceID(c)
+	}
+	return s.idempotent(c, "POST /v1/facts", raw, func() (int, any, error) {
+		f, err := s.platform.AppendFact(ctx(c), tenant(c), fi)
+		if err != nil {
+			return 0, nil, err
+		}
+		return fiber.StatusCreated, platform.NewFactView(f), nil
+	})
+}
+
+func (s *Server) getFact(c *fiber.Ctx) error {
+	f, err := s.platform.GetFact(ctx(c), tenant(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusOK, platform.NewFactView(f))
+}
+
+// listFactsParams are the query parameters of GET /v1/facts.
+var listFactsParams = []string{"type", "subtype", "source_id", "entity_id", "from", "to", "cursor", "limit"}
+
+// listFacts: GET /v1/facts lists the tenant's facts in commit order,
+// entity-less ones (webhook audit facts) included. An unknown parameter
+// is refused rather than ignored: a misspelt filter would list everything.
+func (s *Server) listFacts(c *fiber.Ctx) error {
+	var errs []problem.FieldError
+	for k := range c.Queries() {
+		if !slices.Contains(listFactsParams, k) {
+			errs = append(errs, problem.FieldError{Field: k, Code: problem.CodeUnknownField,
+				Message: "unknown query parameter " + k + "; filters are " + strings.Join(listFactsParams[:6], ", ")})
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
+		return problem.Validation(errs)
+	}
+	limit, err := queryInt(c.Query("limit"), "limit")
+	if err != nil {
+		return err
+	}
+	q := func(name string) string { return strings.Clone(c.Query(name)) }
+	page, err := s.platform.ListFacts(ctx(c), tenant(c), platform.ListFactsInput{
+		Type: q("type"), Subtype: q("subtype"), SourceID: q("source_id"), EntityID: q("entity_id"),
+		From: q("from"), To: q("to"), Cursor: q("cursor"), Limit: limit,
+	})
+	if err != nil {
+		return err
+	}
+	items := make([]platform.FactView, len(page.Items))
+	for i := range page.Items {
+		items[i] = platform.NewFactView(&page.Items[i])
+	}
+	return respond(c, fiber.StatusOK, listing(items, page.Cursor, page.HasMore))
+}
+
+// configInput reads a config body; the returned input holds its shape
+// errors.
+func configInput(m map[string]any, creating bool) (platform.ConfigInput, *input) {
+	in := &input{m: m}
+	allowed := []string{"name", "scope_type", "scope_id", "settings", "effective_at"}
+	if creating {
+		allowed = append(allowed, "id", "type")
+		in.require("type")
+	} else {
+		allowed = append(allowed, "version")
+	}
+	in.only(allowed...)
+	in.require("settings")
+	ci := platform.ConfigInput{
+		ID:          in.str("id"),
+		Type:        in.str("type"),
+		Name:        in.str("name"),
+		ScopeType:   in.str("scope_type"),
+		ScopeID:     in.str("scope_id"),
+		Settings:    in.object("settings"),
+		EffectiveAt: in.integer("effective_at"),
+	}
+	if !creating {
+		ci.ExpectedVersion = in.integer("version")
+	}
+	return ci, in
+}
+
+func (s *Server) createConfig(c *fiber.Ctx) error {
+	m, raw, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	ci, in := configInput(m, true)
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), "", ci)
+		return errs
+	}); err != nil {
+		return err
+	}
+	return s.idempotent(c, "POST /v1/configs", raw, func() (int, any, error) {
+		cfg, err := s.platform.CreateConfig(ctx(c), tenant(c), ci)
+		if err != nil {
+			return 0, nil, err
+		}
+		return fiber.StatusCreated, platform.NewConfigView(cfg), nil
+	})
+}
+
+func (s *Server) getConfig(c *fiber.Ctx) error {
+	cfg, err := s.platform.GetConfig(ctx(c), tenant(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusOK, platform.NewConfigView(cfg))
+}
+
+func (s *Server) updateConfig(c *fiber.Ctx) error {
+	m, _, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	ci, in := configInput(m, false)
+	if err := in.errWith(func() []problem.FieldError {
+		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), c.Params("id"), ci)
+		return errs
+	}); err != nil {
+		return err
+	}
+	cfg, err := s.platform.UpdateConfig(ctx(c), tenant(c), c.Params("id"), ci)
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusOK, platform.NewConfigView(cfg))
+}
+
+func (s *Server) archiveConfig(c *fiber.Ctx) error {
+	cfg, err := s.platform.ArchiveConfig(ctx(c), tenant(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusOK, platform.NewConfigView(cfg))
+}
+
+func (s *Server) configVersions(c *fiber.Ctx) error {
+	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	items := make([]platform.ConfigView, len(vs))
+	for i := range vs {
+		items[i] = platform.NewConfigView(&vs[i])
+	}
+	return respond(c, fiber.StatusOK, fiber.Map{"items": items})
+}
+
+func (s *Server) configVersion(c *fiber.Ctx) error {
+	v, err := c.ParamsInt("version")
+	if err != nil || v < 1 {
+		return problem.Validation([]problem.FieldError{{Field: "version", Code: problem.CodeType, Message: "version must be a positive integer"}})
+	}
+	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	for i := range vs {
+		if vs[i].Version == int64(v) {
+			return respond(c, fiber.StatusOK, platform.NewConfigView(&vs[i]))
+		}
+	}
+	return problem.Newf(problem.NotFound, "Config %s has no version %d", c.Params("id"), v)
+}
+
+func (s *Server) listConfigs(c *fiber.Ctx) error {
+	limit, err := queryInt(c.Query("limit"), "limit")
+	if err != nil {
+		return err
+	}
+	page, err := s.platform.ListConfigs(ctx(c), tenant(c), c.Query("type"), c.Query("status"), c.Query("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	items := make([]platform.ConfigView, len(page.Items))
+	for i := range page.Items {
+		items[i] = platform.NewConfigView(&page.Items[i])
+	}
+	return respond(c, fiber.StatusOK, listing(items, page.Cursor, page.HasMore))
+}
+
+// keyView never includes the key or its hash.
+type keyView struct {
+	ID        string `json:"id"`
+	TenantID  string `json:"tenant_id"`
+	Mode      string `json:"mode"`
+	Name      string `json:"name,omitempty"`
+	Prefix    string `json:"prefix"`
+	CreatedAt int64  `json:"created_at"`
+	RevokedAt *int64 `json:"revoked_at"`
+}
+
+func newKeyView(k *store.APIKey) keyView {
+	return keyView{ID: k.ID, TenantID: k.TenantID, Mode: k.Mode, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func (s *Server) listKeys(c *fiber.Ctx) error {
+	keys, err := s.platform.Store().ListAPIKeys(ctx(c), tenant(c))
+	if err != nil {
+		return err
+	}
+	items := make([]keyView, len(keys))
+	for i := range keys {
+		items[i] = newKeyView(&keys[i])
+	}
+	return respond(c, fiber.StatusOK, fiber.Map{"items": items})
+}
+
+// createKey: POST /v1/admin/keys with {mode, name?} issues a key for the
+// caller's tenant. The key is in the response once and never again.
+func (s *Server) createKey(c *fiber.Ctx) error {
+	m, _, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	in := &input{m: m}
+	in.only("mode", "name")
+	in.require("mode")
+	mode, name := in.str("mode"), in.str("name")
+	if mode != "" && !auth.ValidMode(mode) {
+		in.errs = append(in.errs, problem.FieldError{Field: "mode", Code: problem.CodeEnum, Message: "mode must be one of live, test, admin"})
+	}
+	if err := in.err(); err != nil {
+		return err
+	}
+	key, rec, err := auth.CreateKey(ctx(c), s.platform.Store(), tenant(c), mode, name, time.Now())
+	if err != nil {
+		return err
+	}
+	return respond(c, fiber.StatusCreated, fiber.Map{"key": key, "api_key": newKeyView(rec)})
+}
+
+func (s *Server) revokeKey(c *fiber.Ctx) error {
+	keys, err := s.platform.Store().ListAPIKeys(ctx(c), tenant(c))
+	if err != nil {
+		return err
+	}
+	for i := range keys {
+		if keys[i].ID == c.Params("id") {
+			if err := s.auth.Revoke(ctx(c), keys[i].ID); err != nil {
+				return err
+			}
+			now := time.Now().UnixMilli()
+			keys[i].RevokedAt = &now
+			return respond(c, fiber.StatusOK, newKeyView(&keys[i]))
+		}
+	}
+	return problem.Newf(problem.NotFound, "API key %s not found", c.Params("id"))
+}
+
+// streamStatus reports each stream consumer's checkpoint and lag.
+func (s *Server) streamStatus(c *fiber.Ctx) error {
+	st := s.platform.Store()
+	head, err := st.HeadPosition(ctx(c))
+	if err != nil {
+		return err
+	}
+	cps, err := st.ListCheckpoints(ctx(c))
+	if err != nil {
+		return err
+	}
+	consumers := make([]fiber.Map, 0, len(cps))
+	for name, pos := range cps {
+		consumers = append(consumers, fiber.Map{"name": name, "position": pos, "lag": head - pos})
+	}
+	return respond(c, fiber.StatusOK, fiber.Map{"head": head, "consumers": consumers})
+}

@@ -1,0 +1,165 @@
+package manifest
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func repoDomain(t testing.TB) *Domain {
+	t.Helper()
+	d, err := LoadDomainFile("../../../manifests/domain.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestRepoGatewayManifestIsValid(t *testing.T) {
+	d := repoDomain(t)
+	g, err := LoadGatewayFile("../../../manifests/gateway.yaml", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It must exercise every action, both auth modes, both scopes and the
+	// public system route.
+	seen := map[string]bool{}
+	for _, r := range g.Routes {
+		seen["action:"+r.Action] = true
+		seen["auth:"+r.Auth] = true
+		if r.RateLimit != nil {
+			seen["scope:"+r.RateLimit.Scope] = true
+		}
+		if r.Entity == SystemEntity && r.Auth == AuthPublic {
+			seen["system"] = true
+		}
+	}
+	for _, want := range []string{"action:emit", "action:get", "action:create", "action:list", "action:query", "auth:api_key", "auth:public", "scope:tenant", "scope:global", "system"} {
+		if !seen[want] {
+			t.Errorf("manifests/gateway.yaml does not exercise %s", want)
+		}
+	}
+	merged := MergeDomain(d, g)
+	ticket := merged.Entities["ticket"]
+	if ticket == nil || ticket.Ledger != "builtin" {
+		t.Fatalf("declared entity not merged: %+v", ticket)
+	}
+	if f, _ := ticket.Field("priority"); f.Storage != "ix_n_1" {
+		t.Fatalf("indexed number field slot %q", f.Storage)
+	}
+	if f, _ := ticket.Field("status"); f.Storage != "ix_s_2" {
+		t.Fatalf("indexed string field slot %q", f.Storage)
+	}
+	if merged.Entities["account"] != d.Entities["account"] {
+		t.Fatal("merge replaced a domain type")
+	}
+}
+
+// testLedgers stands for described ledgers: account's commands as its
+// plugin describes them, and the built-in ledger, which has none; other
+// ledgers are not known.
+func testLedgers(name string) ([]LedgerCommand, bool) {
+	switch name {
+	case "account":
+		return []LedgerCommand{{Name: "deposit", Method: "POST"}, {Name: "budget", Method: "GET", ReadOnly: true},
+			{Name: "adjust"}, {Name: "append"}}, true
+	case "builtin":
+		return nil, true
+	}
+	return nil, false
+}
+
+// TestInvalidGatewayManifests pins the diagnostics of every manifest in
+// testdata/gateway against its .want golden file (go test -update
+// rewrites them). Every manifest must produce at least one problem, each
+// with a line and a column.
+func TestInvalidGatewayManifests(t *testing.T) {
+	d := repoDomain(t)
+	files, err := filepath.Glob("testdata/gateway/*.yaml")
+	if err != nil || len(files) < 20 {
+		t.Fatalf("want at least 20 invalid manifests, have %d (%v)", len(files), err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			g, err := LoadGatewayFile(file, d)
+			if err == nil {
+				err = CheckCommands(g, MergeDomain(d, g), testLedgers)
+			}
+			if err == nil {
+				t.Fatal("invalid manifest accepted")
+			}
+			var lines []string
+			for _, diag := range Diagnostics(file, err) {
+				if diag.Line < 1 || diag.Column < 1 {
+					t.Errorf("problem without a line and column: %s", diag)
+				}
+				lines = append(lines, diag.String())
+			}
+			got := strings.Join(lines, "\n") + "\n"
+			golden := strings.TrimSuffix(file, ".yaml") + ".want"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("diagnostics differ from %s:\ngot:\n%swant:\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+func TestIsGateway(t *testing.T) {
+	if !IsGateway([]byte("name: x\nroutes: []\n")) || IsGateway([]byte("name: x\nentities: {}\n")) || IsGateway([]byte(":::")) {
+		t.Fatal("IsGateway misclassifies")
+	}
+	// A domain manifest carrying routes stays a domain manifest.
+	if IsGateway([]byte("name: x\nentities:\n  claim: {ledger: builtin}\nroutes: []\n")) || IsGateway([]byte("name: x\nsubscriptions: []\nroutes: []\n")) {
+		t.Fatal("a domain manifest with routes taken for a gateway manifest")
+	}
+}
+
+func FuzzParseGateway(f *testing.F) {
+	for _, glob := range []string{"../../../manifests/gateway.yaml", "testdata/gateway/*.yaml"} {
+		files, _ := filepath.Glob(glob)
+		for _, file := range files {
+			if src, err := os.ReadFile(file); err == nil {
+				f.Add(src)
+			}
+		}
+	}
+	d := repoDomain(f)
+	f.Fuzz(func(t *testing.T, src []byte) {
+		g, err := ParseGateway("fuzz.yaml", src, d)
+		if err == nil {
+			if g == nil {
+				t.Fatal("nil manifest without error")
+			}
+			MergeDomain(d, g)
+			return
+		}
+		checkPositions(t, Diagnostics("fuzz.yaml", err))
+	})
+}
+
+// checkPositions fails unless there are problems and each has a line and
+// a column.
+func checkPositions(t *testing.T, diags []Diagnostic) {
+	t.Helper()
+	if len(diags) == 0 {
+		t.Fatal("error without diagnostics")
+	}
+	for _, d := range diags {
+		if d.Line < 1 || d.Column < 1 {
+			t.Fatalf("problem without a line and column: %s", d)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package platform
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/factline/factline/internal/host/id"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/tracing"
+)
+
+// Page size bounds of every listing.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// clientIDRe bounds ids chosen by clients: printable, URL-safe, short.
+var clientIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
+
+// CreateEntityInput is a new entity.
+type CreateEntityInput struct {
+	Type string
+	// ID is optional; a fresh ent_<ulid> is generated when empty.
+	ID       string
+	Fields   map[string]any
+	Metadata map[string]any
+}
+
+// CreateEntity validates and stores a new entity at version 1.
+func (s *Service) CreateEntity(ctx context.Context, tenant string, in CreateEntityInput) (*store.Entity, error) {
+	if in.Fields == nil {
+		in.Fields = map[string]any{}
+	}
+	errs, err := s.EntityInputErrors(in)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	t, err := s.entityType(in.Type)
+	if err != nil {
+		return nil, err
+	}
+	if in.ID == "" {
+		in.ID = id.New(id.Entity)
+	}
+	now := s.nowMS()
+	e := &store.Entity{
+		TenantID:  tenant,
+		ID:        in.ID,
+		Type:      t.Name,
+		Version:   1,
+		Data:      mustJSON(in.Fields),
+		Slots:     t.Slots(in.Fields),
+		CreatedAt: now,
+		UpdatedAt: now,
+	}
+	if in.Metadata != nil {
+		e.Metadata = mustJSON(in.Metadata)
+	}
+	err = s.store.CreateEntity(ctx, e)
+	s.changed(tenant, e.ID)
+	if err != nil {
+		if errors.Is(err, store.ErrAlreadyExists) {
+			return nil, problem.Newf(problem.Conflict, "Entity %s already exists", in.ID)
+		}
+		return nil, storeErr("create entity", err)
+	}
+	return e, nil
+}
+
+// EntityInputErrors returns every field error CreateEntity would report
+// for in, without writing: a missing type, a malformed id, and the declared
+// fields' rules. An unknown entity type is the error (a bad request).
+func (s *Service) EntityInputErrors(in CreateEntityInput) ([]problem.FieldError, error) {
+	if in.Type == "" {
+		return []problem.FieldError{{Field: "type", Code: problem.CodeRequired, Message: "type is required"}}, nil
+	}
+	t, err := s.entityType(in.Type)
+	if err != nil {
+		return nil, err
+	}
+	var errs []problem.FieldError
+	if in.ID != "" && !clientIDRe.MatchString(in.ID) {
+		errs = append(errs, problem.FieldError{Field: "id", Code: problem.CodeFormat, Message: "id must be 1-128 characters of letters, digits and _ . : - starting with a letter or digit"})
+	}
+	return append(errs, validateFields(t, in.Fields, "", false)...), nil
+}
+
+// GetEntity returns an entity of the given type in the tenant. The type is
+// required by the contract (`entity_type required`).
+//
+// It reads through the entity cache when there is one: the entity may then
+// be up to a change notification old when another process changed it (this
+// process's own writes are seen at once). Its byte slices and slot pointers
+// may be shared: do not modify what they point to. Writers read with
+// LoadEntity instead.
+func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType string) (*store.Entity, error) {
+	if entityType == "" {
+		return nil, problem.New(problem.BadRequest, "entity_type required")
+	}
+	if _, err := s.entityType(entityType); err != nil {
+		return nil, err
+	}
+	var (
+		e   *store.Entity
+		err error
+	)
+	if s.cache != nil {
+		e, err = s.cache.Get(ctx, tenant, entityID, func(ctx context.Context) (*store.Entity, error) {
+			ctx, span := tracing.Child(ctx, "store.get_entity")
+			e, err := s.store.GetEntity(ctx, tenant, entityID)
+			endStore(span, err)
+			return e, err
+		})
+		err = loadErr(entityID, err)
+	} else {
+		e, err = s.loadEntity(ctx, tenant, entityID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.Type != entityType {
+		return nil, entityNotFound(entityID)
+	}
+	return e, nil
+}
+
+// LoadEntity returns an entity of the tenant whatever its type.
+func (s *Service) LoadEntity(ctx context.Context, tenant, entityID string) (*store.Entity, error) {
+	return s.loadEntity(ctx, tenant, entityID)
+}
+
+func (s *Service) loadEntity(ctx context.Context, tenant, entityID string) (*store.Entity, error) {
+	ctx, span := tracing.Child(ctx, "store.get_entity")
+	e, err := s.store.GetEntity(ctx, tenant, entityID)
+	endStore(span, err)
+	if err != nil {
+		return nil, loadErr(entityID, err)
+	}
+	return e, nil
+}
+
+// loadErr maps an error of store.GetEntity.
+func loadErr(entityID string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return entityNotFound(entityID)
+	}
+	return storeErr("get entity", err)
+}
+
+// UpdateEntityInput is a JSON merge patch of an entity's fields, applied
+// only when the entity is still at ExpectedVersion.
+type UpdateEntityInput struct {
+	ID string
+	// Type, when set, must match the stored type.
+	Type            string
+	ExpectedVersion int64
+	// Patch: a key set to null removes the field; others replace it.
+	Patch    map[string]any
+	Metadata map[string]any
+}
+
+// UpdateEntity applies a patch with optimistic concurrency: a stale
+// ExpectedVersion is a conflict and nothing is written.
+func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEntityInput) (*store.Entity, error) {
+	if in.ExpectedVersion <= 0 {
+		return nil, problem.Validation([]problem.FieldError{{Field: "version", Code: problem.CodeRequired, Message: "version (the entity version the change is based on) is required and positive"}})
+	}
+	if in.Type != "" {
+		if _, err := s.entityType(in.Type); err != nil {
+			return nil, err
+		}
+	}
+	cur, err := s.loadEntity(ctx, tenant, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if in.Type != "" && cur.Type != in.Type {
+		return nil, entityNotFound(in.ID)
+	}
+	if cur.Version != in.ExpectedVersion {
+		return nil, versionConflict(in.ID, cur.Version, in.ExpectedVersion)
+	}
+	t, err := s.entityType(cur.Type)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := DecodeObject(cur.Data)
+	if err != nil {
+		return nil, storeErr("decode stored entity", err)
+	}
+	for k, v := range in.Patch {
+		if v == nil {
+			delete(fields, k)
+		} else {
+			fields[k] = v
+		}
+	}
+	if errs := validateFields(t, fields, "", false); len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	u := store.EntityUpdate{
+		TenantID:        tenant,
+		ID:              in.ID,
+		ExpectedVersion: in.ExpectedVersion,
+		Data:            mustJSON(fields),
+		Slots:           t.Slots(fields),
+		UpdatedAt:       s.nowMS(),
+	}
+	if in.Metadata != nil {
+		u.Metadata = mustJSON(in.Metadata)
+	}
+	e, err := s.store.UpdateEntity(ctx, u)
+	s.changed(tenant, in.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, entityNotFound(in.ID)
+	case errors.Is(err, store.ErrVersionConflict):
+		latest, lerr := s.store.GetEntity(ctx, tenant, in.ID)
+		if lerr != nil {
+			return nil, problem.Newf(problem.Conflict, "Entity %s has changed since version %d", in.ID, in.ExpectedVersion)
+		}
+		return nil, versionConflict(in.ID, latest.Version, in.ExpectedVersion)
+	case err != nil:
+		return nil, storeErr("update entity", err)
+	}
+	return e, nil
+}
+
+func versionConflict(entityID string, current, expected int64) error {
+	return problem.Newf(problem.Conflict, "Entity %s is at version %d, not %d", entityID, current, expected)
+}
+
+// ListEntitiesInput selects entities of one type.
+type ListEntitiesInput struct {
+	Type string
+	// Filters maps indexed field names to the value they must equal.
+	Filters map[string]string
+	Cursor  string
+	Limit   int
+}
+
+// EntityPage is one page of a listing.
+type EntityPage struct {
+	Items   []store.Entity
+	Cursor  string // empty when there is no next page
+	HasMore bool
+}
+
+// ListEntities lists entities of a type in id order with keyset
+// pagination: pages never repeat or skip a row, even while rows are added.
+func (s *Service) ListEntities(ctx context.Context, tenant string, in ListEntitiesInput) (*EntityPage, error) {
+	if in.Type == "" {
+		return nil, problem.New(problem.BadRequest, "entity_type required")
+	}
+	t, err := s.entityType(in.Type)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := PageLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := DecodeCursor(in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	f := store.EntityFilter{TenantID: tenant, Type: t.Name, AfterID: after, Limit: limit + 1}
+	var errs []problem.FieldError
+	for name, raw := range in.Filters {
+		fd, ok := t.Field(name)
+		if !ok || fd.Storage == "" {
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeUnknownField, Message: fmt.Sprintf("%s is not an indexed field of %s", name, t.Name)})
+			continue
+		}
+		_, number, _ := store.ParseSlotColumn(fd.Storage)
+		if !number {
+			f.Where = append(f.Where, store.SlotFilter{Slot: fd.Storage, Value: raw})
+			continue
+		}
+		n, perr := strconv.ParseFloat(raw, 64)
+		if perr != nil {
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeType, Message: fmt.Sprintf("%s must be a number", name)})
+			continue
+		}
+		f.Where = append(f.Where, store.SlotFilter{Slot: fd.Storage, Value: n})
+	}
+	if len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	lctx, span := tracing.Child(ctx, "store.list_entities")
+	rows, err := s.store.ListEntities(lctx, f)
+	endStore(span, err)
+	if err != nil {
+		return nil, storeErr("list entities", err)
+	}
+	page := &EntityPage{Items: rows}
+	if len(rows) > limit {
+		page.Items, page.HasMore = rows[:limit], true
+		page.Cursor = EncodeCursor(rows[limit-1].ID)
+	}
+	return page, nil
+}
+
+// PageLimit applies the default page size and rejects sizes beyond the
+// maximum.
+func PageLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultPageSize, nil
+	case limit < 0 || limit > MaxPageSize:
+		return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeRange, Message: fmt.Sprintf("limit must be between 1 and %d", MaxPageSize)}})
+	}
+	return limit, nil
+}
+
+// EncodeCursor makes an opaque cursor from a keyset position.
+func EncodeCursor(key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("k:" + key))
+}
+
+// DecodeCursor reverses EncodeCursor; an empty cursor is the start.
+func DecodeCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	// Strict, and only the URL-safe alphabet (the decoder would skip
+	// newlines): one cursor has one spelling.
+	if strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
+	if err != nil || len(b) < 3 || string(b[:2]) != "k:" {
+		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+	}
+	return string(b[2:]), nil
+}

@@ -1,0 +1,454 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/factline/factline/internal/host/id"
+	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/tracing"
+)
+
+var factTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// AppendFactInput is a fact to append to an entity's ledger.
+type AppendFactInput struct {
+	// ID, when set, is the fact's id (callers that must append at most
+	// once derive it deterministically); a fact with that id already
+	// recorded makes the append fail with ErrDuplicateFact.
+	ID       string
+	EntityID string
+	Type     string
+	Subtype  string
+	SourceID string
+	TraceID  string
+	// Timestamp is when it happened (ms); zero means now.
+	Timestamp int64
+	// Data is the fact's JSON object; nil means {}.
+	Data map[string]any
+	// ExpectedVersion, when non-zero, pins the entity version the fact is
+	// based on; a mismatch is a conflict and nothing is written.
+	ExpectedVersion int64
+}
+
+// AppendFact appends one fact through the entity's ledger.
+func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactInput) (*store.Fact, error) {
+	var errs []problem.FieldError
+	if in.EntityID == "" {
+		errs = append(errs, problem.FieldError{Field: "entity_id", Code: problem.CodeRequired, Message: "entity_id is required"})
+	}
+	switch {
+	case in.Type == "":
+		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeRequired, Message: "type is required"})
+	case !factTypeRe.MatchString(in.Type):
+		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be lowercase letters, digits and underscores"})
+	}
+	if in.Subtype != "" && !factTypeRe.MatchString(in.Subtype) {
+		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeFormat, Message: "subtype must be lowercase letters, digits and underscores"})
+	}
+	if in.Timestamp < 0 {
+		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: "timestamp must be milliseconds since the epoch"})
+	}
+	if in.ExpectedVersion < 0 {
+		errs = append(errs, problem.FieldError{Field: "expected_version", Code: problem.CodeRange, Message: "expected_version must be positive"})
+	}
+	if len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	e, err := s.loadEntity(ctx, tenant, in.EntityID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.entityType(e.Type)
+	if err != nil {
+		return nil, storeErr("append fact", fmt.Errorf("stored entity %s has undeclared type %q", e.ID, e.Type))
+	}
+	if !t.AllowsFact(in.Type) {
+		return nil, problem.Validation([]problem.FieldError{{Field: "type", Code: problem.CodeEnum,
+			Message: fmt.Sprintf("fact type %s is not declared by entity type %s", in.Type, t.Name)}})
+	}
+	if in.Data == nil {
+		in.Data = map[string]any{}
+	}
+	// The schema is checked before the ledger is called, so a client sees
+	// every field error at once and nothing is decided on bad data.
+	if errs := validateFactData(t.FactSchema(in.Type), in.Data, "data."); len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: mustJSON(in.Data)})
+	facts, _, err := s.Execute(ctx, tenant, e, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID, FactID: in.ID}, in.ExpectedVersion)
+	if err != nil {
+		return nil, err
+	}
+	if len(facts) != 1 {
+		return nil, storeErr("append fact", fmt.Errorf("ledger %s recorded %d facts for one append", t.Ledger, len(facts)))
+	}
+	return &facts[0], nil
+}
+
+// Provenance is copied onto every fact a command records.
+type Provenance struct {
+	SourceID string
+	TraceID  string
+	// FactID, when set, is the id of the first recorded fact.
+	FactID string
+}
+
+// ErrDuplicateFact reports an append whose fact id is already recorded:
+// the append happened before and nothing was written now.
+var ErrDuplicateFact = errors.New("platform: fact already recorded")
+
+// Execute runs a command through the entity's ledger and records the facts
+// it decides, with their folded state, in one group commit. With a
+// state-dependent ledger the decision is pinned to the entity version it
+// was made on and retried when another writer got there first.
+// expectedVersion, when non-zero, is the caller's own pin and is never
+// retried.
+//
+// Without a caller's pin the retries have no count limit, only ctx: a
+// caller that did not ask for optimistic concurrency must never see a
+// conflict, and a fixed number of attempts is what a busy entity written
+// by several processes exhausts. Every lost race means another writer
+// committed, so the entity as a whole always makes progress.
+func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, json.RawMessage, error) {
+	t, err := s.entityType(e.Type)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := s.ledgerFor(t)
+	cmd.TenantID, cmd.EntityID, cmd.EntityType = tenant, e.ID, e.Type
+	if l.StateDependent() {
+		// Writers to one entity in this process take turns, so they never
+		// race each other's optimistic pins; other processes sharing the
+		// database are still caught by the version check and retried.
+		unlock := s.locks.lock(tenant, e.ID)
+		defer unlock()
+		if expectedVersion == 0 {
+			// The caller's copy may predate a writer that held the lock.
+			if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for {
+		if expectedVersion != 0 && e.Version != expectedVersion {
+			return nil, nil, versionConflict(e.ID, e.Version, expectedVersion)
+		}
+		cmd.Now = s.nowMS()
+		cmd.EntityVersion = e.Version
+		dec, err := l.Decide(ctx, e.State, cmd)
+		if err != nil {
+			return nil, nil, decideErr(err)
+		}
+		if len(dec.Facts) == 0 {
+			return nil, dec.Result, nil
+		}
+		pin := expectedVersion
+		if pin == 0 && l.StateDependent() {
+			pin = e.Version
+		}
+		items, err := s.factItems(ctx, tenant, e, t, l, dec.Facts, prov, pin, cmd.Now)
+		if err != nil {
+			return nil, nil, err
+		}
+		actx, span := tracing.Child(ctx, "store.append_commit")
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("factline.facts", len(items)), attribute.String("factline.entity_id", e.ID))
+		}
+		results, err := s.appender.append(actx, items)
+		if serr := err; span.IsRecording() {
+			if serr == nil && len(results) > 0 {
+				if serr = results[0].Err; serr == nil {
+					span.SetAttributes(attribute.String("factline.fact_id", results[0].Fact.ID))
+				}
+			}
+			endStore(span, serr)
+		}
+		s.changed(tenant, e.ID)
+		if err != nil {
+			return nil, nil, storeErr("append facts", err)
+		}
+		if ferr := results[0].Err; ferr != nil {
+			switch {
+			case errors.Is(ferr, store.ErrNotFound):
+				return nil, nil, entityNotFound(e.ID)
+			case errors.Is(ferr, store.ErrAlreadyExists) && prov.FactID != "":
+				return nil, nil, fmt.Errorf("%w: %s", ErrDuplicateFact, prov.FactID)
+			case errors.Is(ferr, store.ErrVersionConflict) && expectedVersion == 0:
+				if err := ctx.Err(); err != nil {
+					return nil, nil, storeErr("append fact", fmt.Errorf("entity %s kept changing: %w", e.ID, err))
+				}
+				if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
+					return nil, nil, err
+				}
+				continue
+			case errors.Is(ferr, store.ErrVersionConflict):
+				latest, lerr := s.store.GetEntity(ctx, tenant, e.ID)
+				if lerr != nil {
+					return nil, nil, problem.Newf(problem.Conflict, "Entity %s has changed", e.ID)
+				}
+				return nil, nil, versionConflict(e.ID, latest.Version, pin)
+			default:
+				return nil, nil, storeErr("append fact", ferr)
+			}
+		}
+		facts := make([]store.Fact, 0, len(results))
+		for _, r := range results {
+			if r.Err != nil {
+				// Later items are pinned to the versions the first one
+				// produced, so they fail only with the first.
+				return nil, nil, storeErr("append facts", fmt.Errorf("partial append: %w", r.Err))
+			}
+			facts = append(facts, r.Fact)
+		}
+		return facts, dec.Result, nil
+	}
+}
+
+func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity, t *manifest.EntityType, l ledger.Ledger, decided []ledger.NewFact, prov Provenance, pin, now int64) ([]store.Append, error) {
+	items := make([]store.Append, len(decided))
+	state := e.State
+	for i, nf := range decided {
+		if !t.AllowsFact(nf.Type) {
+			return nil, storeErr("decide", fmt.Errorf("ledger %s decided fact type %q, which entity type %s does not declare", l.Name(), nf.Type, e.Type))
+		}
+		if err := checkDecidedFact(l.Name(), t.FactSchema(nf.Type), nf); err != nil {
+			return nil, err
+		}
+		ts := nf.Timestamp
+		if ts == 0 {
+			ts = now
+		}
+		data := nf.Data
+		if len(data) == 0 {
+			data = json.RawMessage(`{}`)
+		}
+		fid := id.New(id.Fact)
+		if i == 0 && prov.FactID != "" {
+			fid = prov.FactID
+		}
+		f := store.Fact{
+			ID:        fid,
+			TenantID:  tenant,
+			EntityID:  e.ID,
+			Type:      nf.Type,
+			Subtype:   nf.Subtype,
+			SourceID:  prov.SourceID,
+			TraceID:   prov.TraceID,
+			Timestamp: ts,
+			Data:      data,
+			CreatedAt: now,
+		}
+		items[i] = store.Append{Fact: f}
+		if pin != 0 {
+			items[i].ExpectedVersion = pin + int64(i)
+		}
+		if l.StateDependent() {
+			f.EntityType = e.Type
+			f.Seq = e.Version + int64(i) // provisional; the ledger must not depend on it
+			next, err := l.Evolve(ctx, state, mustJSON(NewFactView(&f)))
+			if err != nil {
+				return nil, storeErr("evolve", err)
+			}
+			state = next
+		}
+	}
+	if l.StateDependent() {
+		items[len(items)-1].State = state
+	}
+	return items, nil
+}
+
+// checkDecidedFact checks a fact a ledger decided against its type's
+// schema. A fact that does not fit is refused like a ledger refusal (422
+// unprocessable, listing every field error): the request was well formed,
+// but what the ledger made of it cannot be recorded. Nothing is stored.
+func checkDecidedFact(ledgerName string, schema *manifest.FactSchema, nf ledger.NewFact) error {
+	if schema == nil {
+		return nil
+	}
+	data := map[string]any{}
+	if len(nf.Data) > 0 {
+		var err error
+		if data, err = DecodeObject(nf.Data); err != nil {
+			return storeErr("decide", fmt.Errorf("ledger %s decided a %s fact whose data is not an object: %w", ledgerName, nf.Type, err))
+		}
+	}
+	errs := validateFactData(schema, data, "data.")
+	if len(errs) == 0 {
+		return nil
+	}
+	return &problem.Error{Kind: problem.Unprocessable, Errors: errs,
+		Detail: fmt.Sprintf("Ledger %s decided a %s fact that does not fit the schema of %s", ledgerName, nf.Type, nf.Type)}
+}
+
+func decideErr(err error) error {
+	var be *ledger.BusinessError
+	if errors.As(err, &be) {
+		return &problem.Error{Kind: problem.Unprocessable, Detail: be.Message, Errors: []problem.FieldError{{Field: "command", Code: be.Code, Message: be.Message}}, Err: err}
+	}
+	if errors.Is(err, ledger.ErrUnknownCommand) {
+		return problem.Wrap(problem.BadRequest, "The entity's ledger does not serve this command", err)
+	}
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return storeErr("decide", err)
+}
+
+// GetFact returns a fact of the tenant.
+func (s *Service) GetFact(ctx context.Context, tenant, factID string) (*store.Fact, error) {
+	ctx, span := tracing.Child(ctx, "store.get_fact")
+	f, err := s.store.GetFact(ctx, tenant, factID)
+	endStore(span, err)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, problem.Newf(problem.NotFound, "Fact %s not found", factID)
+	}
+	if err != nil {
+		return nil, storeErr("get fact", err)
+	}
+	return f, nil
+}
+
+// FactPage is one page of an entity's ledger.
+type FactPage struct {
+	Items   []store.Fact
+	Cursor  string
+	HasMore bool
+}
+
+// ListEntityFacts pages through an entity's facts in seq order.
+func (s *Service) ListEntityFacts(ctx context.Context, tenant, entityID, cursor string, limit int) (*FactPage, error) {
+	limit, err := PageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := DecodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	var afterSeq int64
+	if after != "" {
+		if _, err := fmt.Sscanf(after, "%d", &afterSeq); err != nil || afterSeq < 0 {
+			return nil, problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+		}
+	}
+	if _, err := s.loadEntity(ctx, tenant, entityID); err != nil {
+		return nil, err
+	}
+	rows, err := s.store.ListEntityFacts(ctx, tenant, entityID, afterSeq, limit+1)
+	if err != nil {
+		return nil, storeErr("list facts", err)
+	}
+	page := &FactPage{Items: rows}
+	if len(rows) > limit {
+		page.Items, page.HasMore = rows[:limit], true
+		page.Cursor = EncodeCursor(fmt.Sprint(rows[limit-1].Seq))
+	}
+	return page, nil
+}
+
+// ListFactsInput selects a tenant's facts for GET /v1/facts. Empty fields
+// leave that filter open.
+type ListFactsInput struct {
+	Type     string
+	Subtype  string // only with Type
+	SourceID string
+	EntityID string
+	// From and To bound the facts' timestamp, inclusive: milliseconds
+	// since the epoch or RFC 3339.
+	From, To string
+	Cursor   string
+	Limit    int
+}
+
+// ListFacts pages through the tenant's facts that in selects, in commit
+// (global position) order. The cursor is the last position returned, so a
+// page never skips or repeats a fact, whatever is appended meanwhile.
+func (s *Service) ListFacts(ctx context.Context, tenant string, in ListFactsInput) (*FactPage, error) {
+	var errs []problem.FieldError
+	limit, err := PageLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	after, err := DecodeCursor(in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	f := store.FactFilter{TenantID: tenant, Type: in.Type, Subtype: in.Subtype, SourceID: in.SourceID, EntityID: in.EntityID, Limit: limit + 1}
+	if after != "" {
+		if _, err := fmt.Sscanf(after, "%d", &f.AfterPosition); err != nil || f.AfterPosition < 1 || fmt.Sprint(f.AfterPosition) != after {
+			return nil, problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+		}
+	}
+	if in.Subtype != "" && in.Type == "" {
+		// Subtypes are named within their type; the index serving them
+		// starts with the type.
+		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeRequired, Message: "subtype filters need a type filter"})
+	}
+	var ferr, terr error
+	if f.From, ferr = parseFactTime(in.From); ferr != nil {
+		errs = append(errs, problem.FieldError{Field: "from", Code: problem.CodeFormat, Message: "from " + ferr.Error()})
+	}
+	if f.To, terr = parseFactTime(in.To); terr != nil {
+		errs = append(errs, problem.FieldError{Field: "to", Code: problem.CodeFormat, Message: "to " + terr.Error()})
+	}
+	if ferr == nil && terr == nil && f.From != 0 && f.To != 0 && f.From > f.To {
+		errs = append(errs, problem.FieldError{Field: "to", Code: problem.CodeRange, Message: "to must not be before from"})
+	}
+	if len(errs) > 0 {
+		return nil, problem.Validation(errs)
+	}
+	lctx, span := tracing.Child(ctx, "store.list_facts")
+	rows, err := s.store.ListFacts(lctx, f)
+	endStore(span, err)
+	if err != nil {
+		return nil, storeErr("list facts", err)
+	}
+	page := &FactPage{Items: rows}
+	if len(rows) > limit {
+		page.Items, page.HasMore = rows[:limit], true
+		page.Cursor = EncodeCursor(fmt.Sprint(rows[limit-1].Position))
+	}
+	return page, nil
+}
+
+// parseFactTime reads a timestamp filter: milliseconds since the epoch or
+// RFC 3339; "" is 0 (open).
+func parseFactTime(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 1 {
+			return 0, errors.New("must be a positive number of milliseconds")
+		}
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.UnixMilli() < 1 {
+		return 0, errors.New("must be milliseconds since the epoch or an RFC 3339 time")
+	}
+	return t.UnixMilli(), nil
+}
+
+// endStore ends a store call's span; a row not found is an answer, not a
+// failure of the call.
+func endStore(span trace.Span, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		err = nil
+	}
+	tracing.End(span, err)
+}

@@ -1,0 +1,174 @@
+// Package platform implements the rules of Factline's three primitives,
+// entities, facts and configs, on top of a [store.Store]: validation against
+// the domain manifest, ledger decisions, tenant scoping, optimistic
+// concurrency and group-committed fact appends.
+//
+// Every method takes the caller's tenant explicitly; nothing in this package
+// can read or write across tenants. User-facing failures are returned as
+// *problem.Error so that every transport reports them the same way.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/store/entitycache"
+)
+
+// Options configure a Service.
+type Options struct {
+	Store   store.Store
+	Domain  *manifest.Domain
+	Ledgers ledger.Registry
+	Logger  *slog.Logger
+	// Now returns the current time; defaults to time.Now.
+	Now func() time.Time
+	// MaxBatch bounds how many fact appends are committed together
+	// (default 128).
+	MaxBatch int
+	// EntityCache bounds the read cache of GetEntity. The cache is used
+	// only with a store that announces the entity changes of every process
+	// sharing it (a store.EntityFeed: Postgres); see internal/host/store/entitycache.
+	EntityCache entitycache.Options
+	// NoEntityCache turns the read cache off.
+	NoEntityCache bool
+}
+
+// Service is the platform. It is safe for concurrent use.
+type Service struct {
+	store    store.Store
+	domain   atomic.Pointer[manifest.Domain]
+	ledgers  ledger.Registry
+	log      *slog.Logger
+	now      func() time.Time
+	appender *appender
+	locks    *stripedLock
+	configs  map[string]ConfigCheck
+
+	// cache serves GetEntity when the store has an entity feed; nil
+	// otherwise. stopWatch ends its feed.
+	cache     *entitycache.Cache
+	stopWatch context.CancelFunc
+}
+
+// New checks the options, applies defaults and starts the group-commit
+// appender. Call Close to stop it.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("platform: a store is required")
+	}
+	if opts.Domain == nil {
+		return nil, errors.New("platform: a domain manifest is required")
+	}
+	if opts.Ledgers == nil {
+		opts.Ledgers = ledger.Fallback{Static: ledger.Builtin()}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
+	}
+	s := &Service{
+		store:   opts.Store,
+		ledgers: opts.Ledgers,
+		log:     opts.Logger,
+		now:     opts.Now,
+		configs: map[string]ConfigCheck{},
+	}
+	if err := s.SetDomain(opts.Domain); err != nil {
+		return nil, err
+	}
+	if feed, ok := opts.Store.(store.EntityFeed); ok && !opts.NoEntityCache {
+		c := entitycache.New(opts.EntityCache)
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := feed.WatchEntities(ctx, c); err != nil {
+			cancel()
+			return nil, fmt.Errorf("platform: entity cache: %w", err)
+		}
+		s.cache, s.stopWatch = c, cancel
+	}
+	s.appender = newAppender(opts.Store, opts.MaxBatch)
+	s.locks = newStripedLock(1024)
+	return s, nil
+}
+
+// Close stops the appender after the batches in flight are committed, and
+// the entity cache's feed.
+func (s *Service) Close() {
+	s.appender.close()
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+}
+
+// EntityCache returns the read cache of GetEntity, nil when there is none.
+func (s *Service) EntityCache() *entitycache.Cache { return s.cache }
+
+// changed tells the entity cache that a write to the entity has returned,
+// whatever its outcome: a write that failed may still have committed.
+func (s *Service) changed(tenant, entityID string) {
+	if s.cache != nil {
+		s.cache.Invalidate(tenant, entityID)
+	}
+}
+
+// Store returns the underlying store.
+func (s *Service) Store() store.Store { return s.store }
+
+// Domain returns the domain manifest the service validates against.
+func (s *Service) Domain() *manifest.Domain { return s.domain.Load() }
+
+// SetDomain swaps the domain manifest (for example when a reloaded gateway
+// manifest declares new entity types). Every entity type must name a
+// registered ledger; on error the current domain stays.
+func (s *Service) SetDomain(d *manifest.Domain) error {
+	for _, name := range d.EntityTypeNames() {
+		t := d.Entities[name]
+		if _, ok := s.ledgers.Ledger(t.Ledger); !ok {
+			return fmt.Errorf("platform: entity type %q names ledger %q, which is not registered", name, t.Ledger)
+		}
+	}
+	s.domain.Store(d)
+	return nil
+}
+
+func (s *Service) nowMS() int64 { return s.now().UnixMilli() }
+
+// entityType resolves a type name or returns the contract's bad request.
+func (s *Service) entityType(name string) (*manifest.EntityType, error) {
+	t, ok := s.domain.Load().Entities[name]
+	if !ok {
+		return nil, problem.Newf(problem.BadRequest, "Unknown entity type: %s", name)
+	}
+	return t, nil
+}
+
+func (s *Service) ledgerFor(t *manifest.EntityType) ledger.Ledger {
+	l, _ := s.ledgers.Ledger(t.Ledger) // checked in New
+	return l
+}
+
+func entityNotFound(id string) error {
+	return problem.Newf(problem.NotFound, "Entity %s not found", id)
+}
+
+// storeErr maps an unexpected store error to an internal problem, keeping
+// the cause for logs.
+func storeErr(op string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return problem.Wrap(problem.Timeout, "The request took too long and was abandoned", err)
+	}
+	return fmt.Errorf("platform: %s: %w", op, err)
+}

@@ -1,0 +1,427 @@
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/sdk/abi"
+)
+
+// Options configure a Manager.
+type Options struct {
+	Store    store.PluginStore
+	Registry *wasm.Registry
+	// Dir is a directory of *.wasm files loaded at start and watched; ""
+	// for none.
+	Dir string
+	// Builtin are plugin binaries shipped with the product, loaded when
+	// the store has no active version of them.
+	Builtin map[string][]byte
+	// Check is run on every new version before it is swapped in (a
+	// conformance smoke run); nil skips it.
+	Check func(context.Context, *wasm.Plugin) error
+	// Poll is how often the directory and the store are checked for new
+	// versions (default 2 s).
+	Poll   time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Manager keeps the plugin registry in step with the store and the
+// plugins directory.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex        // serialises installs and rollbacks
+	dirSeen  map[string]string // file path -> sha256 last seen
+	stopPoll context.CancelFunc
+	done     chan struct{}
+
+	pmu     sync.Mutex
+	pending map[string]bool // names loading at start-up
+	loaded  chan struct{}   // closed when start-up loading is done
+}
+
+// NewManager returns a manager; call Start to load plugins.
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Store == nil || opts.Registry == nil {
+		return nil, errors.New("plugins: a store and a registry are required")
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Manager{opts: opts, log: opts.Logger, dirSeen: map[string]string{}}, nil
+}
+
+// Registry returns the wasm registry the manager keeps.
+func (m *Manager) Registry() *wasm.Registry { return m.opts.Registry }
+
+// Start begins loading plugins in the background and returns at once:
+// compiling a module takes seconds, and the gateway should answer (with
+// /health saying what is still loading) meanwhile. It loads the versions
+// active in the store, then built-in plugins the store does not have, then
+// the plugins directory, then keeps watching the directory and the store
+// until Stop. While a plugin is loading, Pending reports its name; a plugin
+// that fails to load is logged and skipped, the others still serve.
+func (m *Manager) Start(ctx context.Context) error {
+	act, err := m.opts.Store.ActivePlugins(ctx)
+	if err != nil {
+		return fmt.Errorf("plugins: list active versions: %w", err)
+	}
+	m.pmu.Lock()
+	m.pending = map[string]bool{}
+	for _, a := range act {
+		m.pending[a.Name] = true
+	}
+	for name := range m.opts.Builtin {
+		m.pending[name] = true
+	}
+	if m.opts.Dir != "" {
+		files, _ := filepath.Glob(filepath.Join(m.opts.Dir, "*.wasm"))
+		for _, f := range files {
+			m.pending[strings.TrimSuffix(filepath.Base(f), ".wasm")] = true
+		}
+	}
+	m.pmu.Unlock()
+	m.loaded = make(chan struct{})
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopPoll, m.done = cancel, make(chan struct{})
+	go func() {
+		defer close(m.done)
+		m.initialLoad(pctx)
+		m.pmu.Lock()
+		m.pending = nil
+		m.pmu.Unlock()
+		close(m.loaded)
+		m.poll(pctx)
+	}()
+	return nil
+}
+
+func (m *Manager) initialLoad(ctx context.Context) {
+	if err := m.syncStore(ctx); err != nil {
+		m.log.Error("loading the active plugin versions failed", "err", err)
+	}
+	active, err := m.activeNames(ctx)
+	if err != nil {
+		m.log.Error("loading the active plugin versions failed", "err", err)
+		active = map[string]bool{}
+	}
+	names := make([]string, 0, len(m.opts.Builtin))
+	for n := range m.opts.Builtin {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if ctx.Err() != nil {
+			return
+		}
+		if !active[name] {
+			if _, err := m.Install(ctx, name, m.opts.Builtin[name]); err != nil {
+				m.log.Error("built-in plugin refused", "plugin", name, "err", err)
+			}
+		}
+		m.done1(name)
+	}
+	m.syncDir(ctx)
+}
+
+// done1 marks a name as no longer loading.
+func (m *Manager) done1(name string) {
+	m.pmu.Lock()
+	delete(m.pending, name)
+	m.pmu.Unlock()
+}
+
+// Pending reports whether a plugin of that name is still being loaded at
+// start-up.
+func (m *Manager) Pending(name string) bool {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	return m.pending[name]
+}
+
+// PendingNames lists the plugins still loading.
+func (m *Manager) PendingNames() []string {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	out := make([]string, 0, len(m.pending))
+	for n := range m.pending {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Loaded reports whether the start-up loading has finished.
+func (m *Manager) Loaded() bool {
+	if m.loaded == nil {
+		return false
+	}
+	select {
+	case <-m.loaded:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitLoaded waits until the start-up loading has finished.
+func (m *Manager) WaitLoaded(ctx context.Context) error {
+	if m.loaded == nil {
+		return errors.New("plugins: not started")
+	}
+	select {
+	case <-m.loaded:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop ends the watching.
+func (m *Manager) Stop() {
+	if m.stopPoll != nil {
+		m.stopPoll()
+		<-m.done
+	}
+}
+
+func (m *Manager) poll(ctx context.Context) {
+	t := time.NewTicker(m.opts.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := m.syncStore(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("plugin sync with the store failed", "err", err)
+			}
+			m.syncDir(ctx)
+		}
+	}
+}
+
+func (m *Manager) activeNames(ctx context.Context) (map[string]bool, error) {
+	act, err := m.opts.Store.ActivePlugins(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plugins: list active versions: %w", err)
+	}
+	out := map[string]bool{}
+	for _, a := range act {
+		out[a.Name] = true
+	}
+	return out, nil
+}
+
+// syncStore loads every active version the registry does not run yet: how
+// a version installed through another process reaches this one.
+func (m *Manager) syncStore(ctx context.Context) error {
+	act, err := m.opts.Store.ActivePlugins(ctx)
+	if err != nil {
+		return fmt.Errorf("plugins: list active versions: %w", err)
+	}
+	for _, a := range act {
+		if p, ok := m.opts.Registry.Get(a.Name); ok && p.SHA256() == a.SHA256 {
+			continue
+		}
+		bin, err := m.opts.Store.GetPluginVersion(ctx, a.Name, a.SHA256)
+		if err != nil {
+			m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		_, err = m.opts.Registry.Install(ctx, bin.Wasm, m.checkFor(a.Name))
+		m.mu.Unlock()
+		if err != nil {
+			m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+			continue
+		}
+		m.log.Info("plugin version loaded from the store", "plugin", a.Name, "version", bin.Version, "sha256", a.SHA256)
+		m.done1(a.Name)
+	}
+	return nil
+}
+
+// syncDir installs *.wasm files of the plugins directory that are new or
+// changed since last seen.
+func (m *Manager) syncDir(ctx context.Context) {
+	if m.opts.Dir == "" {
+		return
+	}
+	files, err := filepath.Glob(filepath.Join(m.opts.Dir, "*.wasm"))
+	if err != nil {
+		return
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		sum := hexSum(b)
+		if m.dirSeen[f] == sum {
+			continue
+		}
+		m.dirSeen[f] = sum
+		p, err := m.Install(ctx, "", b)
+		m.done1(strings.TrimSuffix(filepath.Base(f), ".wasm"))
+		if err != nil {
+			m.log.Error("plugin file refused; the current version keeps serving", "file", f, "err", err)
+			continue
+		}
+		m.log.Info("plugin file loaded", "file", f, "plugin", p.Description().Name, "version", p.Description().Version)
+	}
+}
+
+func hexSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// checkFor wraps the configured check with the name the caller expects
+// ("" accepts any).
+func (m *Manager) checkFor(name string) func(context.Context, *wasm.Plugin) error {
+	return func(ctx context.Context, p *wasm.Plugin) error {
+		d := p.Description()
+		if name != "" && d.Name != name {
+			return fmt.Errorf("the module describes itself as %q, not %q", d.Name, name)
+		}
+		if m.opts.Check != nil {
+			return m.opts.Check(ctx, p)
+		}
+		return nil
+	}
+}
+
+// Install loads a new version of a plugin, checks it, swaps it in and
+// records it in the store as the active version, so other processes follow.
+// name, when not empty, must be the name the module describes.
+func (m *Manager) Install(ctx context.Context, name string, module []byte) (*wasm.Plugin, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, err := m.opts.Registry.Install(ctx, module, m.checkFor(name))
+	if err != nil {
+		return nil, err
+	}
+	d := p.Description()
+	if name != "" && d.Name != name {
+		// The registry skips the check for bytes it already runs (under
+		// their own name).
+		return nil, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the module describes itself as %q, not %q", d.Name, name)}}
+	}
+	if err := m.opts.Store.SavePluginVersion(ctx, &store.PluginBinary{Name: d.Name, SHA256: p.SHA256(), Version: d.Version, Wasm: module, CreatedAt: m.opts.Now().UnixMilli()}); err != nil {
+		return p, fmt.Errorf("plugins: store %s: %w", d.Name, err)
+	}
+	if _, err := m.opts.Store.ActivatePlugin(ctx, d.Name, p.SHA256(), m.opts.Now().UnixMilli()); err != nil {
+		return p, fmt.Errorf("plugins: activate %s: %w", d.Name, err)
+	}
+	return p, nil
+}
+
+// Rollback makes the previous version of a plugin current again, here and,
+// through the store, in every process.
+func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, err := m.opts.Registry.Rollback(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.opts.Store.ActivatePlugin(ctx, name, p.SHA256(), m.opts.Now().UnixMilli()); err != nil {
+		return p, fmt.Errorf("plugins: activate %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// List describes the loaded plugins.
+func (m *Manager) List() []wasm.Info { return m.opts.Registry.List() }
+
+// SubscriptionHandler finds the loaded subscription plugin serving a
+// handler name.
+func (m *Manager) SubscriptionHandler(handler string) (*wasm.Plugin, bool) {
+	for _, info := range m.opts.Registry.List() {
+		if info.Kind != abi.KindSubscription {
+			continue
+		}
+		p, ok := m.opts.Registry.Get(info.Name)
+		if !ok {
+			continue
+		}
+		for _, h := range p.Description().Handlers {
+			if h == handler {
+				return p, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// LoadDir reads every *.wasm file of a directory into a name -> bytes map
+// (the name is the file name without .wasm).
+func LoadDir(dir string) (map[string][]byte, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".wasm")] = b
+	}
+	return out, nil
+}
+
+// Smoke is the check run on every new version before it serves: the
+// module must answer an unknown command (or handler) with the ABI's
+// unknown-command reply, not a trap, within its deadline.
+func Smoke(ctx context.Context, p *wasm.Plugin) error {
+	d := p.Description()
+	var err error
+	switch d.Kind {
+	case abi.KindLedger:
+		_, err = p.Decide(ctx, abi.DecideInput{Command: "factline.smoke.unknown", Entity: abi.EntityRef{ID: "smoke", Type: firstOr(d.EntityTypes, "smoke"), TenantID: "smoke", Version: 1},
+			State: []byte("null"), Input: []byte("{}"), Now: 1})
+	case abi.KindSubscription:
+		_, err = p.Handle(ctx, abi.HandleInput{Handler: "factline.smoke.unknown", Fact: abi.Fact{ID: "fct_smoke", Type: "smoke", Timestamp: 1, Data: []byte("{}")}})
+	default:
+		return fmt.Errorf("unknown plugin kind %q", d.Kind)
+	}
+	var ce *wasm.CallError
+	if errors.As(err, &ce) && ce.Status == abi.StatusUnknownCommand {
+		return nil
+	}
+	if err == nil {
+		return errors.New("smoke run: an unknown command was accepted; it must be answered with status 3 (unknown command)")
+	}
+	return fmt.Errorf("smoke run: an unknown command must be answered with status 3 (unknown command), got: %w", err)
+}
+
+func firstOr(list []string, def string) string {
+	if len(list) > 0 {
+		return list[0]
+	}
+	return def
+}

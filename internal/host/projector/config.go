@@ -1,0 +1,158 @@
+package projector
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/factline/factline/internal/host/platform"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/projection"
+	"github.com/factline/factline/internal/host/store"
+)
+
+// ConfigType is the platform config type of projections.
+const ConfigType = projection.VersionedType
+
+// ScopePlatform is the only scope of a projection config (the versioned
+// wrapper's scope).
+const ScopePlatform = projection.VersionedScope
+
+// RegisterConfigType makes p validate projection configs (POST /v1/configs
+// with type projection, and every new version).
+func (s *Service) RegisterConfigType(p *platform.Service) {
+	p.RegisterConfigCheck(ConfigType, s.checkConfig)
+}
+
+// checkConfig validates the settings form of a projection (every issue
+// the engine's validator finds, as field errors), the scope, that source
+// names a declared entity type and that the name is not taken by another
+// active projection of the tenant (queries find projections by name).
+func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.ConfigInput, _ bool) []problem.FieldError {
+	var errs []problem.FieldError
+	_, ferrs := parseSettings(in.Settings)
+	errs = append(errs, ferrs...)
+	switch in.ScopeType {
+	case "", ScopePlatform:
+		in.ScopeType = ScopePlatform
+	default:
+		errs = append(errs, problem.FieldError{Field: "scope_type", Code: problem.CodeEnum,
+			Message: "scope_type of a projection must be platform (or omitted)"})
+	}
+	// Checked even when other settings are wrong, so every problem shows.
+	if source, ok := in.Settings["source"].(string); ok && source != "" && s.opts.EntityTypes != nil {
+		known := s.opts.EntityTypes()
+		if !contains(known, source) {
+			errs = append(errs, problem.FieldError{Field: "settings.source", Code: problem.CodeEnum,
+				Message: fmt.Sprintf("source %q is not a declared entity type (declared: %s)", source, strings.Join(known, ", "))})
+		}
+	}
+	if in.Name != "" {
+		other, err := s.findByName(ctx, tenant, in.Name)
+		switch {
+		case err != nil:
+			s.log.Warn("projection: cannot check that the name is free", "tenant", tenant, "name", in.Name, "err", err)
+		case other != nil && other.ID != in.ID:
+			errs = append(errs, problem.FieldError{Field: "name", Code: problem.CodeFormat,
+				Message: fmt.Sprintf("name %q is already used by projection %s; names identify projections in queries", in.Name, other.ID)})
+		}
+	}
+	return errs
+}
+
+// parseSettings runs the engine's parser on a settings object and returns
+// field errors named "settings.<path>".
+func parseSettings(settings map[string]any) (*projection.Config, []problem.FieldError) {
+	src, err := json.Marshal(settings)
+	if err != nil {
+		return nil, []problem.FieldError{{Field: "settings", Code: problem.CodeType, Message: "settings must be a JSON object"}}
+	}
+	cfg, err := projection.ParseSettings(src)
+	if err == nil {
+		return cfg, nil
+	}
+	var verr *projection.ConfigValidationError
+	if errors.As(err, &verr) {
+		out := make([]problem.FieldError, 0, len(verr.Details))
+		for _, d := range verr.Details {
+			field := "settings"
+			if d.Path != "" {
+				field += "." + d.Path
+			}
+			out = append(out, problem.FieldError{Field: field, Code: problem.CodeFormat, Message: d.Message})
+		}
+		return nil, out
+	}
+	return nil, []problem.FieldError{{Field: "settings", Code: problem.CodeFormat, Message: err.Error()}}
+}
+
+// compiled is a stored config version ready to run.
+type compiled struct {
+	cfg       store.Config
+	versioned *projection.VersionedConfig
+	// fingerprint identifies how facts aggregate; equal fingerprints share
+	// cached state.
+	fingerprint string
+}
+
+func compile(c *store.Config) (*compiled, error) {
+	var settings map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(c.Settings)))
+	dec.UseNumber()
+	if err := dec.Decode(&settings); err != nil {
+		return nil, fmt.Errorf("projection %s v%d: settings: %w", c.ID, c.Version, err)
+	}
+	cfg, ferrs := parseSettings(settings)
+	if len(ferrs) > 0 {
+		return nil, fmt.Errorf("projection %s v%d: %s: %s", c.ID, c.Version, ferrs[0].Field, ferrs[0].Message)
+	}
+	vc := &projection.VersionedConfig{ID: c.ID, Type: projection.VersionedType, Scope: projection.VersionedScope,
+		Version: int(c.Version), TenantID: c.TenantID, Settings: cfg, EffectiveAt: c.EffectiveAt}
+	if err := vc.Validate(); err != nil {
+		return nil, fmt.Errorf("projection %s v%d: %w", c.ID, c.Version, err)
+	}
+	return &compiled{cfg: *c, versioned: vc, fingerprint: fingerprint(cfg)}, nil
+}
+
+// fingerprint hashes the settings that decide how facts aggregate:
+// everything but storageVersion, whose change the engine migrates in place.
+func fingerprint(cfg *projection.Config) string {
+	c := cfg.Clone()
+	c.StorageVersion = 0
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// findByName returns the active projection config of the tenant with the
+// name, the oldest when several have it; nil when none.
+func (s *Service) findByName(ctx context.Context, tenant, name string) (*store.Config, error) {
+	var found *store.Config
+	after := ""
+	for {
+		page, err := s.opts.Store.ListConfigs(ctx, store.ConfigFilter{TenantID: tenant, Type: ConfigType, Status: store.ConfigActive, AfterID: after, Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		for i := range page {
+			c := page[i]
+			if c.Name == name && (found == nil || c.CreatedAt < found.CreatedAt) {
+				found = &c
+			}
+		}
+		if len(page) < 500 {
+			return found, nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+func contains(list []string, s string) bool {
+	i := sort.SearchStrings(list, s)
+	return i < len(list) && list[i] == s
+}

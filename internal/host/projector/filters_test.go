@@ -1,0 +1,123 @@
+package projector
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/projection"
+)
+
+func testConfig(t testing.TB) *projection.Config {
+	cfg, err := projection.ParseSettings([]byte(`{source: contact, factTypes: [call], timeWindow: minute, groupBy: [data.channel, data.n],
+aggregations: [{field: count, function: count}], materialize: true, storageVersion: 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestParseFilters(t *testing.T) {
+	const jan15 = int64(1705276800000) // 2024-01-15T00:00:00Z
+	tests := []struct {
+		name    string
+		filters string
+		want    projection.QueryOptions
+		fields  []string // validation errors expected, by field
+	}{
+		{"none", `{}`, projection.QueryOptions{Mode: projection.ModeMaterialized}, nil},
+		{"ms range", `{"from": 1705276800000, "to": 1705276860000}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15, To: jan15 + 60_000}, nil},
+		{"text times", `{"from": "2024-01-15", "to": "2024-01-15T10:30"}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15, To: jan15 + 10*3_600_000 + 30*60_000}, nil},
+		{"rfc 3339 with zone", `{"from": "2024-01-15T01:00:00+01:00"}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15}, nil},
+		{"month and hour keys", `{"from": "2024-01", "to": "2024-01-15T10"}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: 1704067200000, To: jan15 + 10*3_600_000}, nil},
+		{"mode and aggregate", `{"mode": "compute", "aggregate": true}`,
+			projection.QueryOptions{Mode: projection.ModeCompute, Aggregate: true}, nil},
+		{"groups both ways", `{"groups": {"data.channel": "phone"}, "data.n": 5.0}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, Groups: map[string]string{"data.channel": "phone", "data.n": "5"}}, nil},
+		{"boolean group value", `{"data.channel": true}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, Groups: map[string]string{"data.channel": "true"}}, nil},
+		{"every error at once", `{"from": "soon", "to": -5, "mode": "fast", "aggregate": 1, "groups": {"data.x": "a", "data.n": {}}, "limit": 3}`,
+			projection.QueryOptions{}, []string{"filters.aggregate", "filters.from", "filters.groups.data.n", "filters.groups.data.x", "filters.limit", "filters.mode", "filters.to"}},
+		{"from after to", `{"from": 1705276860000, "to": 1705276800000}`, projection.QueryOptions{}, []string{"filters.from"}},
+		{"fractional ms", `{"from": 1.5}`, projection.QueryOptions{}, []string{"filters.from"}},
+		{"groups not an object", `{"groups": ["a"]}`, projection.QueryOptions{}, []string{"filters.groups"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseFilters(decode(t, tt.filters), testConfig(t))
+			if tt.fields != nil {
+				var perr *problem.Error
+				if !errors.As(err, &perr) || perr.Kind != problem.ValidationFailed {
+					t.Fatalf("got %v, want a validation problem", err)
+				}
+				var fields []string
+				for _, fe := range perr.Errors {
+					fields = append(fields, fe.Field)
+				}
+				if !reflect.DeepEqual(fields, tt.fields) {
+					t.Errorf("error fields %v, want %v", fields, tt.fields)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func decode(t testing.TB, s string) map[string]any {
+	var m map[string]any
+	dec := json.NewDecoder(stringsReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// FuzzParseFilters: any JSON object of filters gives options or a
+// validation problem, never a panic, and accepted options are usable.
+func FuzzParseFilters(f *testing.F) {
+	for _, s := range []string{`{}`, `{"from": "2024-01-15T10:30", "to": 1705276800000}`, `{"mode": "verify", "aggregate": true}`,
+		`{"groups": {"data.channel": 1}}`, `{"from": -1}`, `{"x": null}`} {
+		f.Add(s)
+	}
+	cfg := testConfig(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		var m map[string]any
+		dec := json.NewDecoder(stringsReader(s))
+		dec.UseNumber()
+		if dec.Decode(&m) != nil {
+			return
+		}
+		q, err := parseFilters(m, cfg)
+		if err != nil {
+			var perr *problem.Error
+			if !errors.As(err, &perr) || perr.Kind != problem.ValidationFailed || len(perr.Errors) == 0 {
+				t.Fatalf("error is not a validation problem with field errors: %v", err)
+			}
+			return
+		}
+		if q.From != 0 && q.To != 0 && q.From > q.To {
+			t.Fatalf("accepted from %d after to %d", q.From, q.To)
+		}
+		switch q.Mode {
+		case projection.ModeMaterialized, projection.ModeCompute, projection.ModeVerify:
+		default:
+			t.Fatalf("accepted mode %q", q.Mode)
+		}
+	})
+}
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

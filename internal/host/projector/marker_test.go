@@ -1,0 +1,109 @@
+package projector_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/internal/host/projection"
+	"github.com/factline/factline/internal/host/projector"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
+)
+
+// lostState is a cached state and its marker that can be lost the way
+// they are in production: a Redis flushed (or replaced), or in-process
+// state gone with its process.
+type lostState struct {
+	state  projection.CachedState
+	marker projector.Marker
+	lose   func(t *testing.T) lostState
+}
+
+func lostStateFor(t *testing.T, backend string) lostState {
+	if backend == "sqlite" {
+		var mem func(*testing.T) lostState
+		mem = func(*testing.T) lostState {
+			return lostState{projection.NewMemoryState(), projector.NewMemoryMarker(), mem}
+		}
+		return mem(t)
+	}
+	opt, err := redis.ParseURL(testutil.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	var flush func(*testing.T) lostState
+	ls := lostState{projection.NewRedisState(rdb).WithPrefix("test:"), projector.NewRedisMarker(rdb, "test-marker:"), nil}
+	flush = func(t *testing.T) lostState {
+		// FLUSHDB: the test's own logical database of the shared server.
+		if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ls
+	}
+	ls.lose = flush
+	return ls
+}
+
+func newMarkedService(t *testing.T, st store.Store, ls lostState) *projector.Service {
+	t.Helper()
+	s, err := projector.New(projector.Options{Store: st, State: ls.state, Marker: ls.marker, SyncInterval: 50 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// TestLostStateRebuildsFromFirstFact: when the cached state is lost while
+// the projection's checkpoint survives in the store (Redis flushed, or
+// in-process state gone with a restart), the next start notices the
+// missing mark and rebuilds from position 0, so materialized answers match
+// the facts again without anyone deleting checkpoints by hand.
+func TestLostStateRebuildsFromFirstFact(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			loc := teststore.Location(t, backend)
+			st := teststore.OpenAt(t, backend, loc)
+			defer st.Close()
+			ls := lostStateFor(t, backend)
+			createContact(t, st, "c1")
+			factSeq.Lock()
+			base := factSeq.n
+			factSeq.Unlock()
+			appendCalls(t, st, 300)
+			createConfig(t, st, "cfg_calls", 2)
+			s := newMarkedService(t, st, ls)
+			before := waitConsistent(t, s, calls(base, 300))
+			s.Stop()
+			cps := waitCheckpoints(t, st, 1)
+			for name, cp := range cps {
+				if cp == 0 {
+					t.Fatalf("checkpoint %s is 0: nothing to lose", name)
+				}
+			}
+
+			ls = ls.lose(t)
+			st2 := teststore.OpenAt(t, backend, loc)
+			defer st2.Close()
+			s2 := newMarkedService(t, st2, ls)
+			after := waitConsistent(t, s2, calls(base, 300))
+			if len(after.rows) != len(before.rows) {
+				t.Fatalf("rebuilt rows: %d, before the loss %d", len(after.rows), len(before.rows))
+			}
+			appendCalls(t, st2, 50) // and it streams on from there
+			waitConsistent(t, s2, calls(base, 350))
+		})
+	}
+}

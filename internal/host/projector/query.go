@@ -1,0 +1,290 @@
+package projector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/projection"
+	"github.com/factline/factline/internal/host/store"
+)
+
+// Query answers the gateway's query action: the results of the tenant's
+// projection named name (its config id or its name) as a list of rows (see
+// projection.Engine.Rows), and the meta the data object carries under
+// "_meta". Filters (all optional):
+//
+//   - from, to: inclusive bounds on bucket start times, as milliseconds
+//     since the epoch or as text: RFC 3339, or a bucket key
+//     ("2024-01-15T10:30", "2024-01-15T10", "2024-01-15", "2024-01"; UTC);
+//   - aggregate: true merges the selected buckets into one row;
+//   - mode: materialized (default), compute or verify; a materialized
+//     query of a projection still backfilling is answered in compute mode
+//     (the meta says so), never with partial results;
+//   - groups: an object of groupBy field to value; a groupBy field may
+//     also be given as a filter of its own ("data.currency": "EUR").
+//
+// Errors are problems: 404 for an unknown projection, 400 for bad filters.
+func (s *Service) Query(ctx context.Context, tenant, name string, filters map[string]any) ([]any, map[string]any, error) {
+	t, err := s.lookup(ctx, tenant, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t == nil {
+		return nil, nil, problem.Newf(problem.NotFound, "Projection %s not found", name)
+	}
+	s.mu.Lock()
+	rt := t.serving()
+	s.mu.Unlock()
+	q, err := parseFilters(filters, rt.engine.Config())
+	if err != nil {
+		return nil, nil, err
+	}
+	ready := rt.isReady()
+	if q.Mode == projection.ModeMaterialized && !ready {
+		// Still backfilling: the cached state is incomplete, the facts are
+		// not. Answer from them rather than with partial results.
+		q.Mode = projection.ModeCompute
+	}
+	meta := map[string]any{
+		"config_id":      rt.configID,
+		"config_version": rt.version,
+		"mode":           string(q.Mode),
+		"ready":          ready,
+	}
+	var res projection.Result
+	if q.Mode == projection.ModeVerify {
+		rep, err := rt.engine.Verify(ctx, rt.key, q)
+		if err != nil {
+			return nil, nil, queryError(name, err)
+		}
+		drift := make([]any, len(rep.Drift))
+		for i, d := range rep.Drift {
+			drift[i] = d
+		}
+		meta["consistent"] = rep.Consistent
+		meta["drift"] = drift
+		res = rep.Computed
+	} else if res, err = rt.engine.Query(ctx, rt.key, q); err != nil {
+		return nil, nil, queryError(name, err)
+	}
+	rows := rt.engine.Rows(res, q.Aggregate)
+	out := make([]any, len(rows))
+	for i, r := range rows {
+		out[i] = r
+	}
+	return out, meta, nil
+}
+
+// lookup finds the projection by id, then by name, first among the running
+// ones, then in the store (a config created a moment ago).
+func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, error) {
+	s.mu.Lock()
+	if t := s.tracked[ref{tenant, name}]; t != nil && t.current != nil {
+		s.mu.Unlock()
+		return t, nil
+	}
+	var byName *tracked
+	var byNameID string
+	for r, t := range s.tracked {
+		if r.tenant == tenant && t.name == name && t.current != nil && (byName == nil || r.id < byNameID) {
+			byName, byNameID = t, r.id
+		}
+	}
+	s.mu.Unlock()
+	if byName != nil {
+		return byName, nil
+	}
+	c, err := s.opts.Store.GetConfig(ctx, tenant, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if c, err = s.findByName(ctx, tenant, name); err != nil {
+			return nil, problem.Wrap(problem.Internal, "Could not read the projection's config", err)
+		}
+	case err != nil:
+		return nil, problem.Wrap(problem.Internal, "Could not read the projection's config", err)
+	}
+	if c == nil || c.Type != ConfigType || c.Status != store.ConfigActive {
+		return nil, nil
+	}
+	t := s.apply(ctx, c)
+	if t == nil || t.current == nil {
+		return nil, problem.New(problem.Unavailable, "Projections are not running yet")
+	}
+	return t, nil
+}
+
+// queryError turns an engine error into a problem.
+func queryError(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "projection: ")
+	switch {
+	case errors.Is(err, projection.ErrNotMaterialized):
+		return problem.Newf(problem.BadRequest, "Projection %s is not materialized (materialize: false); query it with filters.mode compute", name)
+	case errors.Is(err, projection.ErrRangeWithoutWindow):
+		return problem.Newf(problem.BadRequest, "Projection %s has no timeWindow: a time range needs filters.mode compute", name)
+	case errors.Is(err, projection.ErrBadQuery):
+		return problem.New(problem.BadRequest, "Invalid projection query: "+msg)
+	}
+	// What is left is the cached state failing to answer (Redis down or
+	// timing out); the facts may still be read.
+	return problem.Wrap(problem.Unavailable, "Projection state is unavailable; retry, or query with filters.mode compute", err)
+}
+
+var filterKeys = []string{"from", "to", "aggregate", "mode", "groups"}
+
+// parseFilters reads the query action's filters into query options,
+// reporting every bad filter.
+func parseFilters(filters map[string]any, cfg *projection.Config) (projection.QueryOptions, error) {
+	q := projection.QueryOptions{Mode: projection.ModeMaterialized}
+	var errs []problem.FieldError
+	bad := func(field, code, format string, args ...any) {
+		errs = append(errs, problem.FieldError{Field: "filters." + field, Code: code, Message: fmt.Sprintf(format, args...)})
+	}
+	groups := map[string]string{}
+	addGroup := func(field, path string, v any) {
+		if !slices.Contains(cfg.GroupBy, field) {
+			bad(path, problem.CodeUnknownField, "%s is not a groupBy field of the projection (groupBy: %s)", field, strings.Join(cfg.GroupBy, ", "))
+			return
+		}
+		s, ok := groupValue(v)
+		if !ok {
+			bad(path, problem.CodeType, "a group value must be a string, number or boolean")
+			return
+		}
+		groups[field] = s
+	}
+	keys := make([]string, 0, len(filters))
+	for k := range filters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := filters[k]
+		switch k {
+		case "from", "to":
+			ms, msg := parseTime(v)
+			if msg != "" {
+				bad(k, problem.CodeType, "%s", msg)
+			} else if k == "from" {
+				q.From = ms
+			} else {
+				q.To = ms
+			}
+		case "aggregate":
+			b, ok := v.(bool)
+			if !ok {
+				bad(k, problem.CodeType, "aggregate must be a boolean")
+			}
+			q.Aggregate = b
+		case "mode":
+			m, _ := v.(string)
+			switch projection.QueryMode(m) {
+			case projection.ModeMaterialized, projection.ModeCompute, projection.ModeVerify:
+				q.Mode = projection.QueryMode(m)
+			default:
+				bad(k, problem.CodeEnum, "mode must be materialized, compute or verify")
+			}
+		case "groups":
+			obj, ok := v.(map[string]any)
+			if !ok {
+				bad(k, problem.CodeType, "groups must be an object of groupBy field to value")
+				continue
+			}
+			for _, f := range sortedKeys(obj) {
+				addGroup(f, "groups."+f, obj[f])
+			}
+		default:
+			if slices.Contains(cfg.GroupBy, k) {
+				addGroup(k, k, v)
+				continue
+			}
+			bad(k, problem.CodeUnknownField, "unknown filter %s (filters: %s, or a groupBy field)", k, strings.Join(filterKeys, ", "))
+		}
+	}
+	if len(errs) == 0 && q.From != 0 && q.To != 0 && q.From > q.To {
+		bad("from", problem.CodeRange, "from (%d) is after to (%d)", q.From, q.To)
+	}
+	if len(errs) > 0 {
+		return q, problem.Validation(errs)
+	}
+	if len(groups) > 0 {
+		q.Groups = groups
+	}
+	return q, nil
+}
+
+// timeLayouts are the text forms of from and to: RFC 3339 and the bucket
+// key formats, read in UTC.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02T15", "2006-01-02", "2006-01"}
+
+// parseTime reads a time filter: milliseconds since the epoch, or text.
+// It returns an error message when v is neither.
+func parseTime(v any) (int64, string) {
+	const msg = "must be milliseconds since the epoch or an RFC 3339 / bucket-key time such as 2024-01-15T10:30"
+	switch x := v.(type) {
+	case json.Number:
+		ms, err := strconv.ParseInt(x.String(), 10, 64)
+		if err != nil || ms <= 0 {
+			return 0, msg
+		}
+		return ms, ""
+	case float64:
+		if x <= 0 || x != float64(int64(x)) {
+			return 0, msg
+		}
+		return int64(x), ""
+	case string:
+		for _, layout := range timeLayouts {
+			if t, err := time.ParseInLocation(layout, x, time.UTC); err == nil {
+				return t.UnixMilli(), ""
+			}
+		}
+	}
+	return 0, msg
+}
+
+func groupValue(v any) (string, bool) {
+	switch v.(type) {
+	case string, json.Number, float64, bool:
+		return projection.GroupValue(v), true
+	}
+	return "", false
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// onlyFilters reads the body of the query endpoint: {filters?: object}.
+func onlyFilters(body map[string]any, filters *map[string]any) error {
+	var errs []problem.FieldError
+	for k, v := range body {
+		if k != "filters" {
+			errs = append(errs, problem.FieldError{Field: k, Code: problem.CodeUnknownField, Message: "unknown field " + k + " (the body is {filters?: object})"})
+			continue
+		}
+		obj, ok := v.(map[string]any)
+		if !ok && v != nil {
+			errs = append(errs, problem.FieldError{Field: "filters", Code: problem.CodeType, Message: "filters must be an object"})
+			continue
+		}
+		*filters = obj
+	}
+	if len(errs) > 0 {
+		sort.Slice(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+		return problem.Validation(errs)
+	}
+	return nil
+}

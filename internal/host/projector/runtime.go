@@ -1,0 +1,303 @@
+package projector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/factline/factline/internal/host/projection"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/stream"
+	"github.com/factline/factline/internal/host/tracing"
+)
+
+// runtime is one config version at work: its engine, and the stream
+// consumer that feeds the engine's cached state.
+type runtime struct {
+	s        *Service
+	tenant   string
+	configID string
+	version  int64
+	key      string
+	engine   *projection.Engine
+	source   string
+	types    map[string]bool
+	rollups  bool
+	// materialized is false for a projection with materialize: false: it
+	// has no state and no consumer and answers compute queries only.
+	materialized bool
+
+	pos    atomic.Int64 // global position of the last fact handled
+	target atomic.Int64 // stream head when the runtime started; -1 unknown
+	ready  atomic.Bool
+	// readyAt is when ready became true (UnixNano).
+	readyAt atomic.Int64
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
+	settings := c.versioned.Settings
+	rt := &runtime{
+		s: s, tenant: c.cfg.TenantID, configID: c.cfg.ID, version: c.cfg.Version, key: key,
+		source: settings.Source, types: map[string]bool{}, materialized: settings.Materialize,
+		rollups: settings.Rollup != nil && settings.Rollup.Enabled,
+	}
+	for _, t := range settings.FactTypes {
+		rt.types[t] = true
+	}
+	rt.target.Store(-1)
+	e, err := projection.NewEngineFromVersioned(c.versioned, projection.EngineOptions{
+		State:   s.opts.State,
+		Source:  factSource{st: s.opts.Store, tenant: rt.tenant, entityType: rt.source, types: settings.FactTypes},
+		Emitter: emitter{st: s.opts.Store, tenant: rt.tenant},
+		Now:     s.opts.Now,
+		Logger:  s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt.engine = e
+	if !rt.materialized {
+		rt.setReady()
+	}
+	return rt, nil
+}
+
+func (rt *runtime) consumerName() string { return "projection:" + rt.key }
+
+func (rt *runtime) isReady() bool { return rt.ready.Load() }
+
+func (rt *runtime) setReady() {
+	rt.readyAt.Store(time.Now().UnixNano())
+	rt.ready.Store(true)
+}
+
+// readyFor reports whether the runtime has been ready for at least d.
+func (rt *runtime) readyFor(d time.Duration) bool {
+	return rt.isReady() && time.Since(time.Unix(0, rt.readyAt.Load())) >= d
+}
+
+// inheritReady carries readiness over from the runtime this one replaces
+// on the same cached state.
+func (rt *runtime) inheritReady(old *runtime) {
+	if old.isReady() {
+		rt.setReady()
+		rt.readyAt.Store(old.readyAt.Load())
+	}
+}
+
+// start runs the stream consumer (and the rollup timer) until halt.
+func (rt *runtime) start(parent context.Context) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if !rt.materialized || rt.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(parent)
+	rt.cancel, rt.done = cancel, make(chan struct{})
+	go func() {
+		defer close(rt.done)
+		var wg sync.WaitGroup
+		if rt.rollups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rt.rollupLoop(ctx)
+			}()
+		}
+		rt.run(ctx)
+		wg.Wait()
+	}()
+}
+
+// halt stops the runtime and waits for it; it can be called more than once.
+func (rt *runtime) halt() {
+	rt.mu.Lock()
+	cancel, done := rt.cancel, rt.done
+	rt.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// run feeds the engine from the stream until ctx ends: the runtime reads
+// on its own until it has caught up, then the service's shared reader
+// feeds it (see stream.Group).
+func (rt *runtime) run(ctx context.Context) {
+	st := rt.s.opts.Store
+	c := &stream.Consumer{
+		Name:  rt.consumerName(),
+		Store: st,
+		Handler: func(ctx context.Context, facts []store.Fact) error {
+			_, err := rt.handle(ctx, facts)
+			return err
+		},
+		BatchSize:    rt.s.opts.BatchSize,
+		PollInterval: rt.s.opts.PollInterval,
+		Logger:       rt.s.log.With("state_key", rt.key),
+		Metrics:      rt.s.opts.Metrics,
+		// Ready once the consumer reaches the head it sees now: from then
+		// on the projection lags the stream only by what is in flight.
+		From: func(ctx context.Context) (int64, error) {
+			cp, err := rt.startPosition(ctx)
+			if err != nil {
+				return 0, err
+			}
+			head, err := st.HeadPosition(ctx)
+			if err != nil {
+				return 0, err
+			}
+			rt.pos.Store(cp)
+			rt.target.Store(head)
+			rt.checkReady()
+			return cp, nil
+		},
+		Relevant: rt.relevant,
+	}
+	if err := rt.s.group.Join(ctx, c); err != nil {
+		rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
+	}
+}
+
+// startPosition returns the position the runtime reads on from: its
+// checkpoint, or 0 when the cached state behind the checkpoint is gone (no
+// mark and nothing stored), in which case the checkpoint is reset so that
+// the stream consumer backfills from the first fact. The state key is
+// marked before any state is written. Replays are harmless: the engine
+// records fact ids.
+func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
+	st, m := rt.s.opts.Store, rt.s.opts.Marker
+	cp, err := st.GetCheckpoint(ctx, rt.consumerName())
+	if err != nil {
+		return 0, err
+	}
+	marked, err := m.Marked(ctx, rt.key)
+	if err != nil || marked {
+		return cp, err
+	}
+	if cp > 0 {
+		v, err := rt.s.opts.State.StorageVersion(ctx, rt.key)
+		if err != nil {
+			return 0, fmt.Errorf("projection %s: read cached state: %w", rt.key, err)
+		}
+		if v == 0 {
+			rt.s.log.Info("projection: cached state lost; rebuilding from the first fact", "state_key", rt.key, "checkpoint", cp)
+			if err := st.SetCheckpoint(ctx, rt.consumerName(), 0); err != nil {
+				return 0, err
+			}
+			cp = 0
+		}
+	}
+	return cp, m.Mark(ctx, rt.key)
+}
+
+func (rt *runtime) checkReady() {
+	if t := rt.target.Load(); t >= 0 && rt.pos.Load() >= t && !rt.isReady() {
+		rt.setReady()
+	}
+}
+
+// handle feeds the facts of the projection's tenant, source entity type
+// and fact types to the engine and returns how many there were. A fact
+// already recorded changes nothing, so a replayed batch is harmless.
+func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) {
+	batch := make([]projection.Fact, 0, len(facts))
+	var spans []func(error) // one per fact that continues a trace, when tracing is on
+	for i := range facts {
+		f := &facts[i]
+		if !rt.relevant(f) {
+			continue
+		}
+		pf, err := toProjectionFact(f)
+		if err != nil {
+			// Stored data is always a JSON object; a fact the engine cannot
+			// read is reported and left out rather than stopping the stream.
+			rt.s.log.Error("projection: fact data unreadable; fact skipped", "state_key", rt.key, "fact_id", f.ID, "err", err)
+			continue
+		}
+		batch = append(batch, pf)
+		if rt.s.tracer != nil {
+			spans = append(spans, tracing.FactSpans(ctx, rt.s.tracer, "projection.update", facts[i:i+1],
+				attribute.String("factline.projection", rt.key)))
+		}
+	}
+	if len(batch) > 0 {
+		_, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key})
+		for _, end := range spans {
+			end(err)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("projection %s: %w", rt.key, err)
+		}
+	}
+	rt.pos.Store(facts[len(facts)-1].Position)
+	rt.checkReady()
+	return len(batch), nil
+}
+
+func (rt *runtime) rollupLoop(ctx context.Context) {
+	t := time.NewTicker(rt.s.opts.RollupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := rt.engine.Rollup(ctx, rt.key, nil); err != nil && ctx.Err() == nil {
+				rt.s.log.Warn("projection: rollup failed", "state_key", rt.key, "err", err)
+			}
+		}
+	}
+}
+
+// relevant reports whether f is of the projection's tenant, source entity
+// type and fact types.
+func (rt *runtime) relevant(f *store.Fact) bool {
+	return f.TenantID == rt.tenant && f.EntityType == rt.source && rt.types[f.Type]
+}
+
+func toProjectionFact(f *store.Fact) (projection.Fact, error) {
+	data, err := projection.DecodeData(f.Data)
+	if err != nil {
+		return projection.Fact{}, err
+	}
+	return projection.Fact{ID: f.ID, Type: f.Type, Subtype: f.Subtype, Timestamp: f.Timestamp, Data: data}, nil
+}
+
+// factSource reads a projection's source facts from the store for compute
+// and verify queries.
+type factSource struct {
+	st         store.Store
+	tenant     string
+	entityType string
+	types      []string
+}
+
+func (fs factSource) Facts(ctx context.Context, from, to int64, fn func(projection.Fact) error) error {
+	return fs.st.ScanFacts(ctx, store.FactScan{TenantID: fs.tenant, Types: fs.types, EntityType: fs.entityType, From: from, To: to},
+		func(f *store.Fact) error {
+			pf, err := toProjectionFact(f)
+			if err != nil {
+				return fmt.Errorf("fact %s: %w", f.ID, err)
+			}
+			return fn(pf)
+		})
+}
+
+// jsonObject encodes a fact's data for the store.
+func jsonObject(m map[string]any) (json.RawMessage, error) {
+	if m == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	return json.Marshal(m)
+}

@@ -1,0 +1,284 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/store/postgres"
+	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
+)
+
+// recorder is an EntityWatcher that queues what it is told.
+type recorder struct {
+	events chan string
+	empty  atomic.Bool // what Empty answers
+
+	mu     sync.Mutex
+	inCall bool
+	t      *testing.T
+}
+
+func newRecorder(t *testing.T) *recorder {
+	return &recorder{events: make(chan string, 1000), t: t}
+}
+
+func (r *recorder) enter() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inCall {
+		r.t.Error("the watcher was called while another call was running")
+	}
+	r.inCall = true
+}
+
+func (r *recorder) leave() {
+	r.mu.Lock()
+	r.inCall = false
+	r.mu.Unlock()
+}
+
+func (r *recorder) EntityChanged(tenantID, id string) {
+	r.enter()
+	defer r.leave()
+	r.events <- "changed " + tenantID + "/" + id
+}
+
+func (r *recorder) Empty() bool {
+	r.enter()
+	defer r.leave()
+	return r.empty.Load()
+}
+
+func (r *recorder) Resync(live bool) {
+	r.enter()
+	defer r.leave()
+	if live {
+		r.events <- "resync live"
+	} else {
+		r.events <- "resync down"
+	}
+}
+
+// next waits for the next event.
+func (r *recorder) next(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case got := <-r.events:
+		if got != want {
+			t.Fatalf("watcher got %q, want %q", got, want)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out after %v waiting for %q", waitLimit, want)
+	}
+}
+
+// quietFor checks that nothing arrives for a moment.
+func (r *recorder) quietFor(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case got := <-r.events:
+		t.Fatalf("watcher got %q, want nothing", got)
+	case <-time.After(d):
+	}
+}
+
+// TestWatchEntities: a watch on one store hears of every entity change
+// committed through another store on the same database: updates, state
+// snapshots and appended facts, and of nothing that changed no entity.
+func TestWatchEntities(t *testing.T) {
+	t.Parallel()
+	url := teststore.Postgres(t)
+	ctx := t.Context()
+	a := open(t, url, postgres.Options{Logger: quiet})
+	b := open(t, url, postgres.Options{Logger: quiet})
+	createEntity(t, b, "tnt_a", "ent_1")
+	createEntity(t, b, "tnt_a", "ent_2")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_before")})
+
+	rec := newRecorder(t)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := a.WatchEntities(wctx, rec); err != nil {
+		t.Fatalf("WatchEntities: %v", err)
+	}
+	// Nothing before Resync(true); the fact appended before the watch
+	// started is not reported.
+	rec.next(t, "resync live")
+
+	// An update.
+	if _, err := b.UpdateEntity(ctx, store.EntityUpdate{TenantID: "tnt_a", ID: "ent_1", ExpectedVersion: 2,
+		Data: json.RawMessage(`{"name":"x"}`), UpdatedAt: 5}); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "changed tnt_a/ent_1")
+
+	// A stale update and an update of a missing entity change nothing and
+	// announce nothing: the next event is the update after them.
+	for _, u := range []store.EntityUpdate{
+		{TenantID: "tnt_a", ID: "ent_1", ExpectedVersion: 1, UpdatedAt: 6},
+		{TenantID: "tnt_a", ID: "ent_missing", ExpectedVersion: 1, UpdatedAt: 6},
+	} {
+		if _, err := b.UpdateEntity(ctx, u); err == nil {
+			t.Fatalf("UpdateEntity %+v succeeded", u)
+		}
+	}
+	if err := b.SetEntityState(ctx, "tnt_b", "ent_1", json.RawMessage(`{}`)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SetEntityState of another tenant's entity: %v, want ErrNotFound", err)
+	}
+	// A state snapshot.
+	if err := b.SetEntityState(ctx, "tnt_a", "ent_2", json.RawMessage(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "changed tnt_a/ent_2")
+
+	// Appended facts, through either store; an entity-less fact changes no
+	// entity, and an entity named by two facts of a batch is reported
+	// once.
+	appendFacts(t, b, store.Append{Fact: store.Fact{ID: "fct_loose", TenantID: "tnt_a", Type: "note", Timestamp: 1, CreatedAt: 1}})
+	appendFacts(t, a, store.Append{Fact: fact("tnt_a", "ent_2", "fct_1")}, store.Append{Fact: fact("tnt_a", "ent_2", "fct_2")})
+	rec.next(t, "changed tnt_a/ent_2")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_3")})
+	rec.next(t, "changed tnt_a/ent_1")
+	rec.quietFor(t, 100*time.Millisecond)
+
+	// The watch ends with its context, with Resync(false), and hears
+	// nothing after.
+	cancel()
+	rec.next(t, "resync down")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_4")})
+	rec.quietFor(t, 200*time.Millisecond)
+}
+
+// TestWatchEntitiesReconnects: when the listener connection dies, the watch
+// says Resync(false) at once, and Resync(true) when a new connection
+// listens; changes made while it was down are covered by that resync, and
+// later ones are reported again.
+func TestWatchEntitiesReconnects(t *testing.T) {
+	t.Parallel()
+	url := teststore.Postgres(t)
+	ctx := t.Context()
+	a := open(t, url, postgres.Options{Logger: quiet})
+	b := open(t, url, postgres.Options{Logger: quiet})
+	createEntity(t, b, "tnt_a", "ent_1")
+	rec := newRecorder(t)
+	if err := a.WatchEntities(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "resync live")
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var killed int
+	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN factline_facts'`).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminated %d LISTEN connections, %v; want 1", killed, err)
+	}
+	rec.next(t, "resync down")
+	rec.next(t, "resync live")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
+	rec.next(t, "changed tnt_a/ent_1")
+}
+
+// TestWatchEntitiesClose: closing the store ends its watches with
+// Resync(false), and a watch cannot start on a closed store.
+func TestWatchEntitiesClose(t *testing.T) {
+	t.Parallel()
+	s, err := postgres.Open(t.Context(), teststore.Postgres(t), postgres.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(t)
+	if err := s.WatchEntities(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "resync live")
+	s.Close()
+	rec.next(t, "resync down")
+	if err := s.WatchEntities(t.Context(), newRecorder(t)); err == nil {
+		t.Fatal("WatchEntities after Close succeeded")
+	}
+}
+
+// TestWatchEntitiesEmptyWatcher: a watcher that holds nothing is not told
+// which entities appended facts touched (that would cost a query per
+// commit) but to forget everything, once per announced batch; updates are
+// still reported one by one.
+func TestWatchEntitiesEmptyWatcher(t *testing.T) {
+	t.Parallel()
+	url := teststore.Postgres(t)
+	ctx := t.Context()
+	a := open(t, url, postgres.Options{Logger: quiet})
+	b := open(t, url, postgres.Options{Logger: quiet})
+	createEntity(t, b, "tnt_a", "ent_1")
+	rec := newRecorder(t)
+	rec.empty.Store(true)
+	if err := a.WatchEntities(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "resync live")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
+	rec.next(t, "resync live")
+	if _, err := b.UpdateEntity(ctx, store.EntityUpdate{TenantID: "tnt_a", ID: "ent_1", ExpectedVersion: 2,
+		Data: json.RawMessage(`{}`), UpdatedAt: 5}); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "changed tnt_a/ent_1")
+	// Holding something again: appends are reported by entity, from the
+	// first one after the last resync.
+	rec.empty.Store(false)
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_2")})
+	rec.next(t, "changed tnt_a/ent_1")
+	rec.quietFor(t, 100*time.Millisecond)
+}
+
+// TestWatchEntitiesSilentConnection: when the path to the server stops
+// carrying bytes without closing (a dropped route, a frozen server), the
+// listener's heartbeat notices, the watch stops vouching for the cache,
+// and it comes back live once the path does.
+func TestWatchEntitiesSilentConnection(t *testing.T) {
+	t.Parallel()
+	direct := teststore.Postgres(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := testutil.NewProxy(t, u.Host)
+	u.Host = px.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	ctx := t.Context()
+	a := open(t, u.String(), postgres.Options{Logger: quiet, ListenHeartbeat: 200 * time.Millisecond})
+	b := open(t, direct, postgres.Options{Logger: quiet})
+	createEntity(t, b, "tnt_a", "ent_1")
+	rec := newRecorder(t)
+	if err := a.WatchEntities(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t, "resync live")
+
+	px.Freeze()
+	start := time.Now()
+	rec.next(t, "resync down")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("a silent connection went unnoticed for %v", took)
+	}
+	px.Thaw()
+	rec.next(t, "resync live")
+	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
+	rec.next(t, "changed tnt_a/ent_1")
+}

@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/factline/factline/internal/host/store"
+)
+
+// SavePluginVersion stores a binary; the same name and SHA256 again is a
+// no-op.
+func (s *Store) SavePluginVersion(ctx context.Context, p *store.PluginBinary) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO plugin_versions (name, sha256, version, wasm, created_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (name, sha256) DO NOTHING`, p.Name, p.SHA256, p.Version, p.Wasm, p.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("postgres: save plugin %s: %w", p.Name, interpretError(err))
+	}
+	return nil
+}
+
+// GetPluginVersion returns one stored binary or ErrNotFound.
+func (s *Store) GetPluginVersion(ctx context.Context, name, sha256 string) (*store.PluginBinary, error) {
+	p := &store.PluginBinary{Name: name, SHA256: sha256}
+	err := s.pool.QueryRow(ctx, `SELECT version, wasm, created_at FROM plugin_versions WHERE name = $1 AND sha256 = $2`, name, sha256).
+		Scan(&p.Version, &p.Wasm, &p.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get plugin %s@%s: %w", name, sha256, interpretError(err))
+	}
+	return p, nil
+}
+
+// ActivatePlugin makes a stored version the active one. The row lock on the
+// plugin's active row serialises concurrent activations, so Previous is
+// always the version that was really active before.
+func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
+	a := &store.ActivePlugin{Name: name, SHA256: sha256, UpdatedAt: now}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The row lock below cannot serialise the first activation of a
+		// plugin (there is no row yet), so take a per-name advisory lock.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('factline.plugin_active:' || $1, 0))`, name); err != nil {
+			return err
+		}
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM plugin_versions WHERE name = $1 AND sha256 = $2`, name, sha256).Scan(&one); err != nil {
+			return interpretError(err)
+		}
+		var cur, prev string
+		var updated int64
+		err := tx.QueryRow(ctx, `SELECT sha256, previous, updated_at FROM plugin_active WHERE name = $1 FOR UPDATE`, name).Scan(&cur, &prev, &updated)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case cur == sha256:
+			a.Previous, a.UpdatedAt = prev, updated
+			return nil
+		default:
+			a.Previous = cur
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO plugin_active (name, sha256, previous, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, previous = excluded.previous, updated_at = excluded.updated_at`,
+			name, sha256, a.Previous, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: activate plugin %s@%s: %w", name, sha256, err)
+	}
+	return a, nil
+}
+
+// ActivePlugins lists the active version of every plugin, by name.
+func (s *Store) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, sha256, previous, updated_at FROM plugin_active ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: active plugins: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ActivePlugin
+	for rows.Next() {
+		var a store.ActivePlugin
+		if err := rows.Scan(&a.Name, &a.SHA256, &a.Previous, &a.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("postgres: active plugins: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

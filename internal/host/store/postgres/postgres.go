@@ -1,0 +1,265 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/factline/factline/internal/host/store"
+)
+
+// Pool sizing when Options.MaxConns is zero. A connection is held for a
+// round trip while its goroutine waits, not for CPU, so the pool grows
+// with the cores that issue requests: ConnsPerCPU per GOMAXPROCS, at
+// least DefaultMaxConns. It takes at most a quarter of the connections
+// the server accepts (max_connections less superuser_reserved_connections),
+// leaving room for three more processes, their listeners and tools.
+const (
+	DefaultMaxConns = 10
+	ConnsPerCPU     = 16
+)
+
+// AutoMaxConns is the pool size chosen when Options.MaxConns is zero, for
+// procs (GOMAXPROCS) and a server accepting available connections (zero
+// or less: unknown, no cap).
+func AutoMaxConns(procs, available int) int32 {
+	n := max(DefaultMaxConns, ConnsPerCPU*procs)
+	if available > 0 {
+		n = min(n, max(1, available/4))
+	}
+	return int32(n)
+}
+
+// Options configure a Store. The zero value is valid.
+type Options struct {
+	// MaxConns caps the connection pool; zero sizes it with AutoMaxConns
+	// from GOMAXPROCS and the server's max_connections. The
+	// SubscribeFacts listener uses one more connection outside the pool.
+	MaxConns int32
+	// Hooks are test seams; production code leaves them zero.
+	Hooks store.Hooks
+	// Logger receives migration and listener messages; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// ListenHeartbeat is how long the LISTEN connection may stay quiet
+	// before it is pinged; a ping unanswered for twice that counts as a
+	// lost connection. Zero means DefaultListenHeartbeat.
+	ListenHeartbeat time.Duration
+	// SkipMigrations leaves the schema alone: Open fails with a
+	// *store.PendingError when the database lacks a migration.
+	SkipMigrations bool
+}
+
+// DefaultListenHeartbeat bounds how long a LISTEN connection that died
+// without a word (a dropped route, a frozen server) goes unnoticed: about
+// three times this.
+const DefaultListenHeartbeat = time.Second
+
+// Store is the PostgreSQL implementation of [store.Store]. It is safe for
+// concurrent use.
+type Store struct {
+	pool   db // the pool, errors classified
+	hooks  store.Hooks
+	logger *slog.Logger
+	facts  *listener
+
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string), applies pending schema migrations and returns the
+// Store.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if url == "" {
+		return nil, errors.New("postgres: open: empty URL")
+	}
+	if opts.MaxConns < 0 {
+		return nil, fmt.Errorf("postgres: open: MaxConns %d is negative", opts.MaxConns)
+	}
+	if opts.ListenHeartbeat < 0 {
+		return nil, fmt.Errorf("postgres: open: ListenHeartbeat %v is negative", opts.ListenHeartbeat)
+	}
+	if opts.ListenHeartbeat == 0 {
+		opts.ListenHeartbeat = DefaultListenHeartbeat
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The message of a parse error may quote the password; keep it out.
+		return nil, errors.New("postgres: open: invalid connection URL")
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = AutoMaxConns(runtime.GOMAXPROCS(0), 0)
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "factline"
+	}
+	// pgx prepares every statement once per connection. After five runs
+	// PostgreSQL may switch a prepared statement to a generic plan and keep
+	// it until the table is next analyzed; a plan made while a table was
+	// young (a seq scan of a few pages) then stays in use as the table
+	// grows, and AppendFacts holds the global lock while it runs. Plan
+	// every execution with the current size and the actual parameters
+	// instead; the statements are simple, so planning is cheap. A
+	// plan_cache_mode in the URL wins.
+	if cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "" {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if opts.MaxConns == 0 {
+		// The pool cannot shrink: open it again when the server's
+		// connection limit is below what the cores ask for.
+		if n := AutoMaxConns(runtime.GOMAXPROCS(0), availableConns(ctx, pool)); n < cfg.MaxConns {
+			pool.Close()
+			cfg.MaxConns = n
+			if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+				return nil, fmt.Errorf("postgres: open: %w", err)
+			}
+		}
+	}
+	if opts.SkipMigrations {
+		err = checkMigrated(ctx, pool, migrationFS)
+	} else {
+		err = migrate(ctx, pool, migrationFS, logger)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: db{pool}, hooks: opts.Hooks, logger: logger}
+	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
+	return s, nil
+}
+
+// availableConns is the number of connections the server accepts from
+// ordinary roles, or 0 when it does not say (a proxy, for example).
+func availableConns(ctx context.Context, pool *pgxpool.Pool) int {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int`).Scan(&n)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// MaxConns is the size of the store's connection pool.
+func (s *Store) MaxConns() int32 { return s.pool.Config().MaxConns }
+
+// Backend returns "postgres".
+func (s *Store) Backend() string { return "postgres" }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close stops the fact listener, closes every subscription and the pool. It
+// waits for connections in use to be returned. Calling it again is a no-op.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.facts.close()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// inTx runs fn in a transaction and commits when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		// A no-op after Commit. It must run even when ctx is cancelled,
+		// but not hang on a dead connection.
+		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rbCtx)
+	}()
+	if err := fn(tx); err != nil {
+		return markUnavailable(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", markUnavailable(err))
+	}
+	return nil
+}
+
+// Helpers for optional columns: empty strings and absent JSON are stored as
+// NULL.
+
+// nullString maps "" to NULL.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// fromNull maps NULL to "".
+func fromNull(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nullJSON maps absent JSON to NULL. The value is sent as text and cast to
+// jsonb by the statement.
+func nullJSON(j json.RawMessage) *string {
+	if len(j) == 0 {
+		return nil
+	}
+	s := string(j)
+	return &s
+}
+
+// objectOrEmpty returns j, or "{}" when j is empty, for NOT NULL JSON columns
+// that default to the empty object.
+func objectOrEmpty(j json.RawMessage) string {
+	if len(j) == 0 {
+		return "{}"
+	}
+	return string(j)
+}
+
+// jsonOrNil turns a scanned jsonb column into a RawMessage, nil for NULL.
+func jsonOrNil(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// limitArg maps a non-positive limit to NULL, which LIMIT reads as no limit.
+func limitArg(n int) *int64 {
+	if n <= 0 {
+		return nil
+	}
+	v := int64(n)
+	return &v
+}

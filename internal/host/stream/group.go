@@ -1,0 +1,250 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/factline/factline/internal/host/store"
+)
+
+// checkpointEvery bounds how often a member that had nothing to do saves
+// its checkpoint; one that acted on facts saves it with every batch.
+const checkpointEvery = time.Second
+
+// Group reads the fact stream once for every consumer that has caught up
+// with it (its members). A consumer that joins reads the stream on its
+// own while it is behind, so a backfill never holds the others back, and
+// becomes a member once it has read all there was. From then on one read
+// of each new batch serves every member, instead of one read, one wake-up
+// and one head query per consumer.
+//
+// Each member keeps its own checkpoint, so a restart, or a member dropped
+// after its handler failed, reads on from there on its own and joins again
+// once caught up; delivery stays at least once.
+//
+// Run reads for the members; Join runs a consumer in the group.
+type Group struct {
+	Store store.Store
+	// BatchSize bounds the facts of one read (default 256); a consumer
+	// joins when it is at most one batch behind the group.
+	BatchSize int
+	// PollInterval is the fallback wake-up when no notification arrives
+	// (default 2 s).
+	PollInterval time.Duration
+	Logger       *slog.Logger
+
+	once sync.Once
+	mu   sync.Mutex
+	// pos is the position of the last fact dispatched to the members.
+	pos     int64
+	members map[*Consumer]*member
+}
+
+type member struct {
+	log     *slog.Logger
+	pos     int64 // of the last fact handled
+	savedAt time.Time
+	// dropped receives the member's position when its handler failed and
+	// the group dropped it.
+	dropped chan int64
+}
+
+// Run reads new facts for the members until ctx ends; it returns nil then,
+// or an error when the group is misconfigured.
+func (g *Group) Run(ctx context.Context) error {
+	if g.Store == nil {
+		return errors.New("stream: group needs a store")
+	}
+	g.init()
+	l := loop{store: g.Store, batchSize: g.BatchSize, pollInterval: g.PollInterval, log: g.Logger}
+	l.run(ctx, g.step, nil, nil)
+	return nil
+}
+
+// init applies the defaults once.
+func (g *Group) init() {
+	g.once.Do(func() {
+		if g.BatchSize <= 0 {
+			g.BatchSize = 256
+		}
+		if g.PollInterval <= 0 {
+			g.PollInterval = 2 * time.Second
+		}
+		if g.Logger == nil {
+			g.Logger = slog.Default()
+		}
+		g.Logger = g.Logger.With("reader", "group")
+	})
+}
+
+// Join runs c until ctx ends: on its own while it is behind, as a member
+// of the group once it has caught up, and on its own again if its handler
+// fails. It returns nil then, or an error when c is misconfigured or
+// already in the group. The group must be running (Run) for its members
+// to receive facts.
+func (g *Group) Join(ctx context.Context, c *Consumer) error {
+	log, err := c.init()
+	if err != nil {
+		return err
+	}
+	g.init()
+	g.mu.Lock()
+	if g.members == nil {
+		g.members = map[*Consumer]*member{}
+	}
+	_, dup := g.members[c]
+	g.mu.Unlock()
+	if dup {
+		return errors.New("stream: consumer already in the group")
+	}
+	pos, ok := c.start(ctx, log)
+	if !ok {
+		return nil
+	}
+	m := &member{log: log, dropped: make(chan int64, 1)}
+	defer g.leave(c)
+	for {
+		var joined bool
+		pos, joined = c.follow(ctx, log, pos, func(ctx context.Context, p int64) bool { return g.attach(ctx, c, m, p) })
+		if !joined {
+			return nil // ctx ended
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case pos = <-m.dropped:
+		}
+	}
+}
+
+// attach makes c a member when its position p is at most one batch behind
+// the group: the facts between are read and handled here first. A
+// consumer ahead of the group skips what it has already handled. It
+// reports whether c is now a member; if not, c keeps reading on its own.
+func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.members) == 0 {
+		g.pos = p
+	}
+	if gap := g.pos - p; gap > 0 {
+		if gap > int64(g.BatchSize) {
+			return false
+		}
+		facts, err := g.Store.ReadFacts(ctx, p, int(gap))
+		if err != nil || len(facts) != int(gap) || Continues(facts, p) != nil {
+			return false
+		}
+		if err := c.deliver(ctx, facts); err != nil {
+			return false
+		}
+		p = g.pos
+		if err := c.Store.SetCheckpoint(ctx, c.Name, p); err != nil {
+			return false
+		}
+	}
+	m.pos, m.savedAt = p, time.Now()
+	g.members[c] = m
+	return true
+}
+
+// Members returns the names of the consumers the group feeds now, sorted.
+func (g *Group) Members() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	names := make([]string, 0, len(g.members))
+	for c := range g.members {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// leave stops dispatching to c; when it returns, the group no longer
+// touches c. It can be called for a consumer that is not a member.
+func (g *Group) leave(c *Consumer) {
+	g.mu.Lock()
+	delete(g.members, c)
+	g.mu.Unlock()
+}
+
+// step reads one batch after the group's position and hands each member
+// the facts it has not handled yet. A member whose handler fails is
+// dropped and reads on its own from where it was.
+func (g *Group) step(ctx context.Context) (int, error) {
+	g.mu.Lock()
+	if len(g.members) == 0 {
+		g.mu.Unlock()
+		return 0, nil
+	}
+	pos := g.pos
+	metrics := false
+	for c := range g.members {
+		metrics = metrics || c.Metrics != nil
+	}
+	g.mu.Unlock()
+
+	facts, err := g.Store.ReadFacts(ctx, pos, g.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	if len(facts) == 0 {
+		return 0, nil
+	}
+	if err := Continues(facts, pos); err != nil {
+		return 0, err
+	}
+	last := facts[len(facts)-1].Position
+	var head int64 = -1
+	if metrics {
+		if h, err := g.Store.HeadPosition(ctx); err == nil {
+			head = h
+		}
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pos != pos {
+		// Every member left and a new one started the group elsewhere
+		// while this batch was read.
+		return 0, nil
+	}
+	now := time.Now()
+	for c, m := range g.members {
+		rest := facts
+		for len(rest) > 0 && rest[0].Position <= m.pos {
+			rest = rest[1:]
+		}
+		acted := false
+		if len(rest) > 0 {
+			if err := c.deliver(ctx, rest); err != nil {
+				m.log.Warn("stream: handler failed; reading on its own", "err", err)
+				if c.Metrics != nil {
+					c.Metrics.errors.WithLabelValues(c.Name).Inc()
+				}
+				delete(g.members, c)
+				m.dropped <- m.pos
+				continue
+			}
+			m.pos = last
+			acted = c.relevant(rest)
+		}
+		if acted || now.Sub(m.savedAt) >= checkpointEvery {
+			if err := c.save(ctx, m.pos); err != nil {
+				// Not fatal: a restart replays from the older checkpoint.
+				m.log.Warn("stream: save checkpoint", "err", err)
+			} else {
+				m.savedAt = now
+			}
+		}
+		if c.Metrics != nil && head >= 0 {
+			c.Metrics.record(c.Name, m.pos, head)
+		}
+	}
+	g.pos = last
+	return len(facts), nil
+}

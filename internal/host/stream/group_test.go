@@ -1,0 +1,270 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/stream"
+	"github.com/factline/factline/internal/teststore"
+)
+
+// runGroup runs g until the test ends.
+func runGroup(t *testing.T, g *stream.Group) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("group: %v", err)
+		}
+	})
+}
+
+// join runs c in g until the test ends or leave is called; leave returns
+// once c has left.
+func join(t *testing.T, g *stream.Group, c *stream.Consumer) (leave func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Join(ctx, c) }()
+	var once sync.Once
+	leave = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("join %s: %v", c.Name, err)
+			}
+		})
+	}
+	t.Cleanup(leave)
+	return leave
+}
+
+// waitMembers waits until the group feeds exactly the consumers named.
+func waitMembers(t *testing.T, g *stream.Group, names ...string) {
+	t.Helper()
+	slices.Sort(names)
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Equal(g.Members(), names) {
+		if time.Now().After(deadline) {
+			t.Fatalf("group members %v, want %v", g.Members(), names)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readCounter counts, per start position, the reads of the fact stream
+// that found facts, while counting is on.
+type readCounter struct {
+	store.Store
+	mu       sync.Mutex
+	counting bool
+	reads    map[int64]int
+}
+
+func (r *readCounter) ReadFacts(ctx context.Context, after int64, limit int) ([]store.Fact, error) {
+	facts, err := r.Store.ReadFacts(ctx, after, limit)
+	if err == nil && len(facts) > 0 {
+		r.mu.Lock()
+		if r.counting {
+			r.reads[after]++
+		}
+		r.mu.Unlock()
+	}
+	return facts, err
+}
+
+func (r *readCounter) count(on bool) map[int64]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counting = on
+	out := r.reads
+	r.reads = map[int64]int{}
+	return out
+}
+
+// TestGroupMembersJoinAndLeave: consumers that have caught up are fed by
+// one read of each batch; one that leaves gets nothing more and keeps its
+// checkpoint, and joins again from there; one whose handler fails reads
+// on its own and comes back, losing and repeating nothing.
+func TestGroupMembersJoinAndLeave(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		st := &readCounter{Store: teststore.Open(t, backend), reads: map[int64]int{}}
+		appendN(t, st, 50)
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		cols := map[string]*collector{}
+		leave := map[string]func(){}
+		for _, n := range []string{"a", "b", "c"} {
+			cols[n] = newCollector()
+			leave[n] = join(t, g, &stream.Consumer{Name: n, Store: st, Handler: cols[n].handle, BatchSize: 16, PollInterval: 50 * time.Millisecond})
+		}
+		for _, col := range cols {
+			wantSequence(t, col.waitFor(t, 50), 1, 50)
+		}
+		waitMembers(t, g, "a", "b", "c")
+
+		// One read of each new batch serves all three.
+		st.count(true)
+		appendN(t, st, 20)
+		for _, col := range cols {
+			wantSequence(t, col.waitFor(t, 70), 1, 70)
+		}
+		reads := st.count(false)
+		if len(reads) == 0 {
+			t.Fatal("no reads of the stream counted")
+		}
+		for after, n := range reads {
+			if n > 1 {
+				t.Fatalf("the facts after position %d were read %d times for 3 members (reads %v)", after, n, reads)
+			}
+		}
+
+		// b leaves: the others go on, b gets nothing more.
+		leave["b"]()
+		waitMembers(t, g, "a", "c")
+		appendN(t, st, 10)
+		wantSequence(t, cols["a"].waitFor(t, 80), 1, 80)
+		wantSequence(t, cols["c"].waitFor(t, 80), 1, 80)
+		wantSequence(t, cols["b"].snapshot(), 1, 70)
+		if cp, err := st.GetCheckpoint(context.Background(), "b"); err != nil || cp != 70 {
+			t.Fatalf("b's checkpoint %d, %v; want 70", cp, err)
+		}
+
+		// b joins again from its checkpoint.
+		b2 := newCollector()
+		join(t, g, &stream.Consumer{Name: "b", Store: st, Handler: b2.handle, BatchSize: 16, PollInterval: 50 * time.Millisecond})
+		wantSequence(t, b2.waitFor(t, 10), 71, 80)
+		waitMembers(t, g, "a", "b", "c")
+
+		// a's handler refuses a batch: a is dropped, reads on its own and
+		// joins again.
+		cols["a"].fail.Store(1)
+		appendN(t, st, 5)
+		wantSequence(t, cols["c"].waitFor(t, 85), 1, 85)
+		wantSequence(t, cols["a"].waitFor(t, 85), 1, 85)
+		waitMembers(t, g, "a", "b", "c")
+		appendN(t, st, 5)
+		wantSequence(t, cols["a"].waitFor(t, 90), 1, 90)
+		wantSequence(t, b2.waitFor(t, 20), 71, 90)
+	})
+}
+
+// refusingStore refuses subscriptions while refuse is set and can end the
+// subscriptions it made.
+type refusingStore struct {
+	store.Store
+	refuse     atomic.Bool
+	refused    chan struct{} // signalled at each refusal
+	subscribed chan struct{} // signalled at each subscription made
+	mu         sync.Mutex
+	ends       []context.CancelFunc
+}
+
+func newRefusingStore(st store.Store) *refusingStore {
+	r := &refusingStore{Store: st, refused: make(chan struct{}, 1), subscribed: make(chan struct{}, 1)}
+	r.refuse.Store(true)
+	return r
+}
+
+func (r *refusingStore) SubscribeFacts(ctx context.Context) (<-chan struct{}, error) {
+	if r.refuse.Load() {
+		signal(r.refused)
+		return nil, errors.New("subscription refused")
+	}
+	sctx, end := context.WithCancel(ctx)
+	ch, err := r.Store.SubscribeFacts(sctx)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	r.mu.Lock()
+	r.ends = append(r.ends, end)
+	r.mu.Unlock()
+	signal(r.subscribed)
+	return ch, nil
+}
+
+// endAll ends every subscription made so far: their channels close.
+func (r *refusingStore) endAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, end := range r.ends {
+		end()
+	}
+	r.ends = nil
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func waitSignal(t *testing.T, ch chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s within 30 s", what)
+	}
+}
+
+// TestFailedSubscriptionIsRetried: a reader whose subscription to new
+// facts is refused reads meanwhile and subscribes again until it is
+// made, and subscribes again when a subscription ends; with polling
+// effectively off, new facts then reach it through the subscription. The
+// same holds for a lone consumer and for a group.
+func TestFailedSubscriptionIsRetried(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "group"}[grouped], func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, backend string) {
+				base := teststore.Open(t, backend)
+				st := newRefusingStore(base)
+				appendN(t, base, 3)
+				col := newCollector()
+				if grouped {
+					// The member reads on its own through the plain store
+					// and joins at once; the group's reads are the ones
+					// under test.
+					g := &stream.Group{Store: st, PollInterval: time.Hour}
+					runGroup(t, g)
+					join(t, g, &stream.Consumer{Name: "sub", Store: base, Handler: col.handle, PollInterval: time.Hour})
+					wantSequence(t, col.waitFor(t, 3), 1, 3)
+					waitMembers(t, g, "sub")
+				} else {
+					run(t, &stream.Consumer{Name: "sub", Store: st, Handler: col.handle, PollInterval: time.Hour})
+					wantSequence(t, col.waitFor(t, 3), 1, 3)
+				}
+				// Refused twice and still reading: facts arrive meanwhile.
+				waitSignal(t, st.refused, "refused subscription")
+				waitSignal(t, st.refused, "second refused subscription")
+				appendN(t, base, 2)
+				wantSequence(t, col.waitFor(t, 5), 1, 5)
+
+				st.refuse.Store(false)
+				waitSignal(t, st.subscribed, "subscription after the refusals")
+				for i := 6; i <= 7; i++ {
+					appendOne(t, base)
+					wantSequence(t, col.waitFor(t, i), 1, int64(i))
+				}
+				// The subscription ends; the reader makes another.
+				st.endAll()
+				waitSignal(t, st.subscribed, "subscription after the first ended")
+				for i := 8; i <= 9; i++ {
+					appendOne(t, base)
+					wantSequence(t, col.waitFor(t, i), 1, int64(i))
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,225 @@
+// Package subscription runs the domain manifest's subscriptions: each one
+// is a durable stream consumer that hands the facts matching its patterns
+// (`<type>.<subtype>`) to a subscription-handler plugin and carries out the
+// actions the handler returns.
+//
+// Facts reach a handler at least once (the stream replays from the
+// checkpoint after a crash); the effects apply exactly once, because every
+// fact a handler's action appends gets an id derived from the triggering
+// fact, the subscription and the action's index, and the store refuses a
+// second fact with the same id.
+package subscription
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/factline/factline/internal/host/id"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/platform"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/stream"
+	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/sdk/abi"
+)
+
+// Handlers finds the plugin serving a handler name.
+type Handlers interface {
+	SubscriptionHandler(handler string) (*wasm.Plugin, bool)
+}
+
+// maxActions bounds the actions one fact may cause (and the ids checked
+// for a handler's own output).
+const maxActions = 64
+
+// Options configure a Runner.
+type Options struct {
+	Platform      *platform.Service
+	Store         store.Store
+	Handlers      Handlers
+	Subscriptions []manifest.Subscription
+	Logger        *slog.Logger
+	Metrics       *stream.Metrics
+	Registerer    prometheus.Registerer
+}
+
+// Runner runs every subscription until stopped.
+type Runner struct {
+	opts    Options
+	log     *slog.Logger
+	applied *prometheus.CounterVec
+	skipped *prometheus.CounterVec
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New checks the options.
+func New(opts Options) (*Runner, error) {
+	if opts.Platform == nil || opts.Store == nil || opts.Handlers == nil {
+		return nil, errors.New("subscription: platform, store and handlers are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Runner{opts: opts, log: opts.Logger,
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "factline_subscription_actions_total", Help: "Actions carried out for subscriptions (duplicates of earlier deliveries excluded)."}, []string{"subscription"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "factline_subscription_actions_skipped_total", Help: "Actions refused by the platform (missing entity, rule) and skipped."}, []string{"subscription", "reason"}),
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.applied, r.skipped} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("subscription: register metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// ConsumerName is the stream consumer of a subscription.
+func ConsumerName(sub string) string { return "subscription:" + sub }
+
+// Start launches one consumer per subscription.
+func (r *Runner) Start(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	for _, sub := range r.opts.Subscriptions {
+		c := &stream.Consumer{
+			Name:    ConsumerName(sub.Name),
+			Store:   r.opts.Store,
+			Handler: r.handler(sub),
+			Logger:  r.log,
+			Metrics: r.opts.Metrics,
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := c.Run(ctx); err != nil {
+				r.log.Error("subscription stopped", "subscription", sub.Name, "err", err)
+			}
+		}()
+	}
+}
+
+// Stop stops every consumer and waits for them.
+func (r *Runner) Stop() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.wg.Wait()
+}
+
+func matches(sub manifest.Subscription, f *store.Fact) bool {
+	key := f.Type + "." + f.Subtype
+	for _, p := range sub.Patterns {
+		if p == key {
+			return true
+		}
+	}
+	return false
+}
+
+// ActionFactID is the id of the fact appended by action i of sub for the
+// triggering fact.
+func ActionFactID(triggering, sub string, i int) string {
+	return id.Derive(id.Fact, triggering, "subscription", sub, strconv.Itoa(i))
+}
+
+// ownOutput reports whether f was appended by this subscription, so a
+// handler never reacts to its own effects in a loop.
+func ownOutput(sub string, f *store.Fact) bool {
+	if f.SourceID == "" {
+		return false
+	}
+	for i := 0; i < maxActions; i++ {
+		if ActionFactID(f.SourceID, sub, i) == f.ID {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Runner) handler(sub manifest.Subscription) stream.Handler {
+	return func(ctx context.Context, facts []store.Fact) error {
+		for i := range facts {
+			f := &facts[i]
+			if !matches(sub, f) || ownOutput(sub.Name, f) {
+				continue
+			}
+			if err := r.deliver(ctx, sub, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// deliver hands one fact to the handler and applies its actions. An error
+// makes the stream retry the batch (facts already applied are skipped as
+// duplicates then).
+func (r *Runner) deliver(ctx context.Context, sub manifest.Subscription, f *store.Fact) error {
+	p, ok := r.opts.Handlers.SubscriptionHandler(sub.Handler)
+	if !ok {
+		return fmt.Errorf("subscription %s: no loaded plugin serves handler %q", sub.Name, sub.Handler)
+	}
+	res, err := p.Handle(ctx, abi.HandleInput{Handler: sub.Handler, Fact: abi.Fact{
+		ID: f.ID, Type: f.Type, Subtype: f.Subtype, TenantID: f.TenantID, EntityID: f.EntityID, EntityType: f.EntityType,
+		Seq: f.Seq, Position: f.Position, SourceID: f.SourceID, Timestamp: f.Timestamp, Data: f.Data,
+	}})
+	if err != nil {
+		var ce *wasm.CallError
+		if errors.As(err, &ce) {
+			// The handler refused this fact: retrying cannot change that.
+			r.log.Warn("subscription handler refused a fact", "subscription", sub.Name, "fact", f.ID, "code", ce.Code, "message", ce.Message)
+			r.skipped.WithLabelValues(sub.Name, "handler_error").Inc()
+			return nil
+		}
+		return fmt.Errorf("subscription %s: handle %s: %w", sub.Name, f.ID, err)
+	}
+	if len(res.Actions) > maxActions {
+		r.log.Warn("subscription handler returned too many actions; the rest are dropped", "subscription", sub.Name, "fact", f.ID, "actions", len(res.Actions))
+		res.Actions = res.Actions[:maxActions]
+	}
+	for i, a := range res.Actions {
+		if a.Kind != abi.ActionAppend {
+			r.log.Warn("unknown subscription action skipped", "subscription", sub.Name, "kind", a.Kind)
+			r.skipped.WithLabelValues(sub.Name, "unknown_action").Inc()
+			continue
+		}
+		data, err := decodeData(a.Data)
+		if err != nil {
+			r.skipped.WithLabelValues(sub.Name, "bad_data").Inc()
+			continue
+		}
+		_, err = r.opts.Platform.AppendFact(ctx, f.TenantID, platform.AppendFactInput{
+			ID: ActionFactID(f.ID, sub.Name, i), EntityID: a.EntityID, Type: a.Type, Subtype: a.Subtype,
+			Data: data, SourceID: f.ID, TraceID: f.TraceID,
+		})
+		var pe *problem.Error
+		switch {
+		case err == nil:
+			r.applied.WithLabelValues(sub.Name).Inc()
+		case errors.Is(err, platform.ErrDuplicateFact):
+			// Applied by an earlier delivery of the same fact.
+		case errors.As(err, &pe) && pe.Kind.Status < 500:
+			r.log.Warn("subscription action refused", "subscription", sub.Name, "fact", f.ID, "action", i, "status", pe.Kind.Status, "detail", pe.Detail)
+			r.skipped.WithLabelValues(sub.Name, pe.Kind.Slug).Inc()
+		default:
+			return fmt.Errorf("subscription %s: apply action %d of %s: %w", sub.Name, i, f.ID, err)
+		}
+	}
+	return nil
+}
+
+func decodeData(raw json.RawMessage) (map[string]any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	return platform.DecodeObject(raw)
+}
