@@ -35,7 +35,12 @@ type Group struct {
 	// PollInterval is the fallback wake-up when no notification arrives
 	// (default 2 s).
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// Parallelism bounds how many members handle a batch at the same
+	// time (default 8): members wait on Redis or the database, not on the
+	// CPU, so a hundred of them handled one after another would make the
+	// last one lag by the sum of their round trips.
+	Parallelism int
+	Logger      *slog.Logger
 
 	once sync.Once
 	mu   sync.Mutex
@@ -73,6 +78,9 @@ func (g *Group) init() {
 		}
 		if g.PollInterval <= 0 {
 			g.PollInterval = 2 * time.Second
+		}
+		if g.Parallelism <= 0 {
+			g.Parallelism = 8
 		}
 		if g.Logger == nil {
 			g.Logger = slog.Default()
@@ -214,37 +222,68 @@ func (g *Group) step(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now := time.Now()
+	type work struct {
+		c      *Consumer
+		m      *member
+		failed bool
+	}
+	todo := make([]work, 0, len(g.members))
 	for c, m := range g.members {
-		rest := facts
-		for len(rest) > 0 && rest[0].Position <= m.pos {
-			rest = rest[1:]
-		}
-		acted := false
-		if len(rest) > 0 {
-			if err := c.deliver(ctx, rest); err != nil {
-				m.log.Warn("stream: handler failed; reading on its own", "err", err)
-				if c.Metrics != nil {
-					c.Metrics.errors.WithLabelValues(c.Name).Inc()
-				}
-				delete(g.members, c)
-				m.dropped <- m.pos
-				continue
-			}
-			m.pos = last
-			acted = c.relevant(rest)
-		}
-		if acted || now.Sub(m.savedAt) >= checkpointEvery {
-			if err := c.save(ctx, m.pos); err != nil {
-				// Not fatal: a restart replays from the older checkpoint.
-				m.log.Warn("stream: save checkpoint", "err", err)
-			} else {
-				m.savedAt = now
-			}
-		}
-		if c.Metrics != nil && head >= 0 {
-			c.Metrics.record(c.Name, m.pos, head)
+		todo = append(todo, work{c: c, m: m})
+	}
+	// Each member is touched by one goroutine only; g.mu stays held, so
+	// no member joins or leaves meanwhile.
+	sem := make(chan struct{}, g.Parallelism)
+	var wg sync.WaitGroup
+	for i := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(w *work) {
+			defer func() { <-sem; wg.Done() }()
+			w.failed = !g.feed(ctx, w.c, w.m, facts, last, head, now)
+		}(&todo[i])
+	}
+	wg.Wait()
+	for _, w := range todo {
+		if w.failed {
+			delete(g.members, w.c)
+			w.m.dropped <- w.m.pos
 		}
 	}
 	g.pos = last
 	return len(facts), nil
+}
+
+// feed hands one member the facts of a batch it has not handled yet and
+// saves its checkpoint when due. It reports false when the member's
+// handler failed: the caller drops it.
+func (g *Group) feed(ctx context.Context, c *Consumer, m *member, facts []store.Fact, last, head int64, now time.Time) bool {
+	rest := facts
+	for len(rest) > 0 && rest[0].Position <= m.pos {
+		rest = rest[1:]
+	}
+	acted := false
+	if len(rest) > 0 {
+		if err := c.deliver(ctx, rest); err != nil {
+			m.log.Warn("stream: handler failed; reading on its own", "err", err)
+			if c.Metrics != nil {
+				c.Metrics.errors.WithLabelValues(c.Name).Inc()
+			}
+			return false
+		}
+		m.pos = last
+		acted = c.relevant(rest)
+	}
+	if acted || now.Sub(m.savedAt) >= checkpointEvery {
+		if err := c.save(ctx, m.pos); err != nil {
+			// Not fatal: a restart replays from the older checkpoint.
+			m.log.Warn("stream: save checkpoint", "err", err)
+		} else {
+			m.savedAt = now
+		}
+	}
+	if c.Metrics != nil && head >= 0 {
+		c.Metrics.record(c.Name, m.pos, head)
+	}
+	return true
 }

@@ -268,3 +268,76 @@ func TestFailedSubscriptionIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupMembersHandleABatchConcurrently: the members of a group handle
+// a batch at the same time, at most Parallelism of them at once, so the
+// last member does not wait for the sum of the others' round trips. Each
+// handler, once armed, waits (up to 30 s) until Parallelism handlers are
+// inside at the same time: handled one after another, none ever is.
+func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		const parallel, members = 4, 12
+		st := teststore.Open(t, backend)
+		appendN(t, st, 3)
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond, Parallelism: parallel}
+		runGroup(t, g)
+
+		var (
+			armed    atomic.Bool
+			mu       sync.Mutex
+			inside   int
+			maxIn    int
+			reached  = make(chan struct{})
+			reachedO sync.Once
+			timedOut atomic.Int32
+		)
+		names := make([]string, 0, members)
+		cols := make([]*collector, 0, members)
+		for i := range members {
+			name := string(rune('a' + i))
+			col := newCollector()
+			names, cols = append(names, name), append(cols, col)
+			handle := func(ctx context.Context, facts []store.Fact) error {
+				if armed.Load() {
+					mu.Lock()
+					inside++
+					maxIn = max(maxIn, inside)
+					if inside >= parallel {
+						reachedO.Do(func() { close(reached) })
+					}
+					mu.Unlock()
+					select {
+					case <-reached:
+					case <-time.After(30 * time.Second):
+						timedOut.Add(1)
+						reachedO.Do(func() { close(reached) }) // the others need not wait too
+					}
+					mu.Lock()
+					inside--
+					mu.Unlock()
+				}
+				return col.handle(ctx, facts)
+			}
+			join(t, g, &stream.Consumer{Name: name, Store: st, Handler: handle, BatchSize: 16, PollInterval: 50 * time.Millisecond})
+		}
+		for _, col := range cols {
+			wantSequence(t, col.waitFor(t, 3), 1, 3)
+		}
+		waitMembers(t, g, names...)
+
+		armed.Store(true)
+		appendOne(t, st)
+		for _, col := range cols {
+			wantSequence(t, col.waitFor(t, 4), 1, 4)
+		}
+		if n := timedOut.Load(); n > 0 {
+			t.Fatalf("%d handlers waited 30 s for %d to run at once: the members handled the batch one after another", n, parallel)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if maxIn > parallel {
+			t.Fatalf("%d handlers ran at once, want at most Parallelism %d", maxIn, parallel)
+		}
+		waitMembers(t, g, names...)
+	})
+}

@@ -32,7 +32,9 @@ import (
 )
 
 // Handler processes facts in position order. Returning an error retries
-// the same batch after a backoff; the checkpoint does not move.
+// the same batch after a backoff; the checkpoint does not move. A handler
+// must not modify facts: the members of a Group share them, and handle
+// them concurrently.
 type Handler func(ctx context.Context, facts []store.Fact) error
 
 // Consumer is one named reader of the fact log. Run reads for it alone; a
