@@ -412,6 +412,9 @@ type CheckpointStore interface {
 	GetCheckpoint(ctx context.Context, consumer string) (int64, error)
 	// SetCheckpoint stores the consumer's position.
 	SetCheckpoint(ctx context.Context, consumer string, position int64) error
+	// SetCheckpoints stores the positions of many consumers in one
+	// write: all of them or, on error, none.
+	SetCheckpoints(ctx context.Context, positions map[string]int64) error
 	// ListCheckpoints returns every consumer's position.
 	ListCheckpoints(ctx context.Context) (map[string]int64, error)
 	// DeleteCheckpoint forgets a consumer that will not run again; a

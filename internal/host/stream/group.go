@@ -49,6 +49,13 @@ type Group struct {
 	members map[*Consumer]*member
 }
 
+// groupWork is one member's part in a batch.
+type groupWork struct {
+	c        *Consumer
+	m        *member
+	ok, save bool
+}
+
 type member struct {
 	log     *slog.Logger
 	pos     int64 // of the last fact handled
@@ -222,14 +229,9 @@ func (g *Group) step(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now := time.Now()
-	type work struct {
-		c      *Consumer
-		m      *member
-		failed bool
-	}
-	todo := make([]work, 0, len(g.members))
+	todo := make([]groupWork, 0, len(g.members))
 	for c, m := range g.members {
-		todo = append(todo, work{c: c, m: m})
+		todo = append(todo, groupWork{c: c, m: m})
 	}
 	// Each member is touched by one goroutine only; g.mu stays held, so
 	// no member joins or leaves meanwhile.
@@ -238,26 +240,37 @@ func (g *Group) step(ctx context.Context) (int, error) {
 	for i := range todo {
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(w *work) {
+		go func(w *groupWork) {
 			defer func() { <-sem; wg.Done() }()
-			w.failed = !g.feed(ctx, w.c, w.m, facts, last, head, now)
+			w.ok, w.save = g.feed(ctx, w.c, w.m, facts, last, now)
 		}(&todo[i])
 	}
 	wg.Wait()
-	for _, w := range todo {
-		if w.failed {
+	var due []*groupWork
+	for i := range todo {
+		w := &todo[i]
+		switch {
+		case !w.ok:
 			delete(g.members, w.c)
 			w.m.dropped <- w.m.pos
+		case w.save:
+			due = append(due, w)
+		}
+	}
+	g.saveAll(ctx, due, now)
+	for _, w := range todo {
+		if w.ok && w.c.Metrics != nil && head >= 0 {
+			w.c.Metrics.record(w.c.Name, w.m.pos, head)
 		}
 	}
 	g.pos = last
 	return len(facts), nil
 }
 
-// feed hands one member the facts of a batch it has not handled yet and
-// saves its checkpoint when due. It reports false when the member's
-// handler failed: the caller drops it.
-func (g *Group) feed(ctx context.Context, c *Consumer, m *member, facts []store.Fact, last, head int64, now time.Time) bool {
+// feed hands one member the facts of a batch it has not handled yet. It
+// reports false when the member's handler failed (the caller drops it),
+// and whether its checkpoint is due.
+func (g *Group) feed(ctx context.Context, c *Consumer, m *member, facts []store.Fact, last int64, now time.Time) (ok, save bool) {
 	rest := facts
 	for len(rest) > 0 && rest[0].Position <= m.pos {
 		rest = rest[1:]
@@ -269,21 +282,39 @@ func (g *Group) feed(ctx context.Context, c *Consumer, m *member, facts []store.
 			if c.Metrics != nil {
 				c.Metrics.errors.WithLabelValues(c.Name).Inc()
 			}
-			return false
+			return false, false
 		}
 		m.pos = last
 		acted = c.relevant(rest)
 	}
-	if acted || now.Sub(m.savedAt) >= checkpointEvery {
-		if err := c.save(ctx, m.pos); err != nil {
-			// Not fatal: a restart replays from the older checkpoint.
-			m.log.Warn("stream: save checkpoint", "err", err)
-		} else {
-			m.savedAt = now
+	return true, acted || now.Sub(m.savedAt) >= checkpointEvery
+}
+
+// saveAll stores the due checkpoints of the batch's members, one write
+// per store rather than one per member: a hundred projections on the
+// stream would otherwise cost a hundred commits per batch.
+func (g *Group) saveAll(ctx context.Context, due []*groupWork, now time.Time) {
+	byStore := map[store.Store]map[string]int64{}
+	for _, w := range due {
+		if byStore[w.c.Store] == nil {
+			byStore[w.c.Store] = map[string]int64{}
+		}
+		byStore[w.c.Store][w.c.Name] = w.m.pos
+	}
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	saved := map[store.Store]bool{}
+	for st, positions := range byStore {
+		if err := st.SetCheckpoints(saveCtx, positions); err != nil {
+			// Not fatal: a restart replays from the older checkpoints.
+			g.Logger.Warn("stream: save checkpoints", "consumers", len(positions), "err", err)
+			continue
+		}
+		saved[st] = true
+	}
+	for _, w := range due {
+		if saved[w.c.Store] {
+			w.m.savedAt = now
 		}
 	}
-	if c.Metrics != nil && head >= 0 {
-		c.Metrics.record(c.Name, m.pos, head)
-	}
-	return true
 }

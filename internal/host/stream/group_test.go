@@ -341,3 +341,81 @@ func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
 		waitMembers(t, g, names...)
 	})
 }
+
+// checkpointCounter counts the checkpoint writes made through it.
+type checkpointCounter struct {
+	store.Store
+	mu     sync.Mutex
+	single int   // SetCheckpoint calls
+	many   []int // consumers per SetCheckpoints call
+}
+
+func (c *checkpointCounter) SetCheckpoint(ctx context.Context, consumer string, pos int64) error {
+	c.mu.Lock()
+	c.single++
+	c.mu.Unlock()
+	return c.Store.SetCheckpoint(ctx, consumer, pos)
+}
+
+func (c *checkpointCounter) SetCheckpoints(ctx context.Context, positions map[string]int64) error {
+	c.mu.Lock()
+	c.many = append(c.many, len(positions))
+	c.mu.Unlock()
+	return c.Store.SetCheckpoints(ctx, positions)
+}
+
+func (c *checkpointCounter) reset() (single int, many []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	single, many = c.single, c.many
+	c.single, c.many = 0, nil
+	return single, many
+}
+
+// TestGroupSavesMembersCheckpointsInOneWrite: after a batch, the group
+// saves the checkpoints of all its members in one store write, not one
+// write per member.
+func TestGroupSavesMembersCheckpointsInOneWrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		const members = 6
+		st := &checkpointCounter{Store: teststore.Open(t, backend)}
+		appendN(t, st, 3)
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		names := make([]string, 0, members)
+		cols := make([]*collector, 0, members)
+		for i := range members {
+			name := string(rune('a' + i))
+			col := newCollector()
+			names, cols = append(names, name), append(cols, col)
+			join(t, g, &stream.Consumer{Name: name, Store: st, Handler: col.handle, BatchSize: 16, PollInterval: 50 * time.Millisecond})
+		}
+		for _, col := range cols {
+			wantSequence(t, col.waitFor(t, 3), 1, 3)
+		}
+		waitMembers(t, g, names...)
+
+		st.reset()
+		last := appendOne(t, st).Position
+		for _, col := range cols {
+			wantSequence(t, col.waitFor(t, 4), 1, 4)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for _, n := range names {
+			for {
+				cp, err := st.GetCheckpoint(context.Background(), n)
+				if err == nil && cp == last {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s's checkpoint %d, %v; want %d", n, cp, err, last)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		single, many := st.reset()
+		if single != 0 || !slices.Equal(many, []int{members}) {
+			t.Fatalf("checkpoint writes for one batch: %d single, SetCheckpoints of %v consumers; want 0 single and one of %d", single, many, members)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 
 var checkpointTests = []test{
 	{"GetSetList", testCheckpointGetSetList},
+	{"SetMany", testCheckpointSetMany},
 }
 
 func testCheckpointGetSetList(t *testing.T, open Factory) {
@@ -62,5 +63,23 @@ func testCheckpointGetSetList(t *testing.T, open Factory) {
 	}
 	if pos, err := s.GetCheckpoint(ctx, "webhook:wh_1"); err != nil || pos != 0 {
 		t.Errorf("GetCheckpoint of a deleted consumer: got %d, %v; want 0", pos, err)
+	}
+}
+
+// testCheckpointSetMany: SetCheckpoints creates and moves many consumers'
+// checkpoints in one call and leaves the others alone; an empty map is no
+// write and no error.
+func testCheckpointSetMany(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	noErr(t, s.SetCheckpoints(ctx, nil), "SetCheckpoints of nothing")
+	noErr(t, s.SetCheckpoint(ctx, "other", 3), "SetCheckpoint")
+	noErr(t, s.SetCheckpoint(ctx, "b", 1), "SetCheckpoint")
+	noErr(t, s.SetCheckpoints(ctx, map[string]int64{"a": 10, "b": 20, "c": 30}), "SetCheckpoints")
+	noErr(t, s.SetCheckpoints(ctx, map[string]int64{"c": 31}), "SetCheckpoints of one")
+	all, err := s.ListCheckpoints(ctx)
+	noErr(t, err, "ListCheckpoints")
+	if want := map[string]int64{"other": 3, "a": 10, "b": 20, "c": 31}; !maps.Equal(all, want) {
+		t.Errorf("ListCheckpoints after SetCheckpoints: got %v, want %v", all, want)
 	}
 }
