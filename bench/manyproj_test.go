@@ -298,8 +298,8 @@ func TestManyProjections(t *testing.T) {
 	keys := seedData(t, dbURL, filepath.Join(tmp, "seed"), []string{benchTenant}, manyEntities)
 	bin := buildFactline(t, tmp)
 	domain, _ := filepath.Abs(domainFile)
-	srv := startFactlineProcess(t, bin, tmp, []string{"serve", "--database-url", dbURL, "--redis-url", redisURL, "--domain", domain,
-		"--data-dir", filepath.Join(tmp, "data"), "--addr", "127.0.0.1:0"})
+	srv := startFactlineProcess(t, bin, tmp, append([]string{"serve", "--database-url", dbURL, "--redis-url", redisURL, "--domain", domain,
+		"--data-dir", filepath.Join(tmp, "data"), "--addr", "127.0.0.1:0"}, profileArgs()...))
 	mon := newMonitor(t.Context(), openPool(t, dbURL, 1, "factline-bench-manyproj-monitor"))
 	pids := [3]int{srv.cmd.Process.Pid, mon.postmaster, findRedisPID(redisURL)}
 
@@ -325,7 +325,13 @@ func TestManyProjections(t *testing.T) {
 	}
 	backfill := c.waitReady(mpConfigs)
 	t.Logf("%d projections ready %v after their creation (backfilling the baseline's facts)", created.Load(), backfill.Round(time.Millisecond))
-	proj := c.paced(fmt.Sprintf("%d projection configs", mpConfigs), p, rate, pids, probeID)
+	projName := fmt.Sprintf("%d projection configs", mpConfigs)
+	// BENCH_SERVER_CPUPROFILE=file profiles the server over this run.
+	prof := &rtMeasurer{t: t}
+	prof.profileTarget(tmp, projName)
+	profiled := prof.serverProfile(projName, p.Warmup+p.Duration)
+	proj := c.paced(projName, p, rate, pids, probeID)
+	profiled()
 
 	// Cost: the extra CPU per fact of the server, PostgreSQL and Redis over
 	// the baseline's, shared among the projections.

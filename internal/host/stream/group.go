@@ -36,7 +36,7 @@ type Group struct {
 	// (default 2 s).
 	PollInterval time.Duration
 	// Parallelism bounds how many members handle a batch at the same
-	// time (default 8): members wait on Redis or the database, not on the
+	// time (default 32): members wait on Redis or the database, not on the
 	// CPU, so a hundred of them handled one after another would make the
 	// last one lag by the sum of their round trips.
 	Parallelism int
@@ -87,7 +87,7 @@ func (g *Group) init() {
 			g.PollInterval = 2 * time.Second
 		}
 		if g.Parallelism <= 0 {
-			g.Parallelism = 8
+			g.Parallelism = 32
 		}
 		if g.Logger == nil {
 			g.Logger = slog.Default()
