@@ -241,25 +241,34 @@ func (m *Manager) syncStore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("plugins: list active versions: %w", err)
 	}
+	// The versions load side by side (a load is mostly compiling, or
+	// reading compiled code from the cache, and instantiating the pool):
+	// a restart is ready after the slowest plugin, not the sum of them.
+	// m.mu, held throughout, keeps installs and rollbacks out meanwhile.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, a := range act {
 		if p, ok := m.opts.Registry.Get(a.Name); ok && p.SHA256() == a.SHA256 {
 			continue
 		}
-		bin, err := m.opts.Store.GetPluginVersion(ctx, a.Name, a.SHA256)
-		if err != nil {
-			m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
-			continue
-		}
-		m.mu.Lock()
-		_, err = m.opts.Registry.Install(ctx, bin.Wasm, m.checkFor(a.Name))
-		m.mu.Unlock()
-		if err != nil {
-			m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
-			continue
-		}
-		m.log.Info("plugin version loaded from the store", "plugin", a.Name, "version", bin.Version, "sha256", a.SHA256)
-		m.done1(a.Name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bin, err := m.opts.Store.GetPluginVersion(ctx, a.Name, a.SHA256)
+			if err != nil {
+				m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+				return
+			}
+			if _, err := m.opts.Registry.Install(ctx, bin.Wasm, m.checkFor(a.Name)); err != nil {
+				m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+				return
+			}
+			m.log.Info("plugin version loaded from the store", "plugin", a.Name, "version", bin.Version, "sha256", a.SHA256)
+			m.done1(a.Name)
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 

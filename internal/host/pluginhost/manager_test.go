@@ -1,0 +1,113 @@
+package pluginhost_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/host/pluginhost"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/internal/host/wasm/wasmtest"
+	"github.com/factline/factline/internal/teststore"
+)
+
+// TestRestartLoadsActivePluginsSideBySide: at start, the versions active
+// in the store load concurrently, so a restart is ready after the slowest
+// plugin rather than the sum of them. Each load's check waits (up to 30 s)
+// until both loads are inside it at once: loaded one after another, they
+// never are.
+func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
+	ctx := t.Context()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "notify"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := teststore.Open(t, "sqlite")
+
+	// A first process installs both: they become the active versions.
+	first := newManager(t, st, cacheDir, nil)
+	for i, name := range []string{"ledger", "notify"} {
+		if _, err := first.Install(ctx, name, mods[i]); err != nil {
+			t.Fatalf("install %s: %v", name, err)
+		}
+	}
+
+	// The restarted process loads them from the store.
+	var (
+		mu       sync.Mutex
+		inside   int
+		both     = make(chan struct{})
+		bothOnce sync.Once
+		waited   []string
+	)
+	check := func(ctx context.Context, p *wasm.Plugin) error {
+		mu.Lock()
+		inside++
+		if inside == 2 {
+			bothOnce.Do(func() { close(both) })
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+		case <-time.After(30 * time.Second):
+			mu.Lock()
+			waited = append(waited, p.Description().Name)
+			mu.Unlock()
+			bothOnce.Do(func() { close(both) }) // the other need not wait too
+		}
+		return nil
+	}
+	m := newManager(t, st, cacheDir, check)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := m.WaitLoaded(wctx); err != nil {
+		t.Fatalf("plugins not loaded: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waited) > 0 {
+		t.Fatalf("%v waited 30 s for the other plugin's load: the active versions loaded one after another", waited)
+	}
+	for _, name := range []string{"ledger", "notify"} {
+		if _, ok := m.Registry().Get(name); !ok {
+			t.Errorf("%s not loaded after the restart", name)
+		}
+	}
+}
+
+// newManager returns a plugin manager of its own wasm host on st.
+func newManager(t *testing.T, st store.Store, cacheDir string, check func(context.Context, *wasm.Plugin) error) *pluginhost.Manager {
+	t.Helper()
+	host, err := wasm.NewHost(wasm.Options{CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := wasm.NewRegistry(host)
+	t.Cleanup(func() {
+		reg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		host.Close(ctx)
+	})
+	m, err := pluginhost.NewManager(pluginhost.Options{Store: st, Registry: reg, Check: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
