@@ -23,9 +23,9 @@
 // signature, answers factline_abi_version with another version, or whose
 // describe document breaks a rule (name, semantic version, kind, entity
 // types or handlers, well-formed commands with unique routes that do not
-// shadow /facts, read-only GETs). The instance pool is filled before the
-// module is described and one of its instances answers describe, so a
-// load costs ceil(PoolSize/GOMAXPROCS) rounds of instantiation.
+// shadow /facts, read-only GETs). A load makes one instance, which
+// answers describe and serves calls at once; the rest of the pool is made
+// in the background, so a load costs one instantiation.
 //
 // # The sandbox
 //

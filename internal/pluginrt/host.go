@@ -151,12 +151,12 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 		return fail(reasons...)
 	}
 
-	// The pool is filled before the module is described (one of its
-	// instances answers factline_abi_version and describe), so a load
-	// costs ceil(PoolSize/GOMAXPROCS) rounds of instantiation, not one
-	// more for a probe.
+	// One instance is made here: it answers factline_abi_version and
+	// describe, and serves calls at once. The rest of the pool is made in
+	// the background (fill), so a load, and a restart that loads every
+	// plugin, waits for one instantiation rather than PoolSize of them.
 	p.modCfg = h.moduleConfig()
-	insts, err := p.instantiate(ctx, h.opts.PoolSize)
+	insts, err := p.instantiate(ctx, 1)
 	if err != nil {
 		return fail(append(reasons, "instantiate: "+err.Error())...)
 	}
@@ -179,9 +179,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 	p.desc = desc
 	p.label = desc.Name + "@" + desc.Version
 	p.logger.Store(h.opts.Logger.With("plugin", desc.Name, "plugin_version", desc.Version, "plugin_sha256", p.sha[:12]))
-	for _, in := range insts {
-		p.pool <- in
-	}
+	p.pool <- probe
 	p.loadedAt = time.Now()
 	if h.opts.Observer != nil {
 		p.rec = h.opts.Observer.Loaded(desc.Name, desc.Version)
@@ -196,6 +194,7 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 	}
 	h.plugins[p] = struct{}{}
 	h.mu.Unlock()
+	p.fill(h.opts.PoolSize - 1)
 	p.log().Info("plugin loaded", "kind", desc.Kind, "compile_ms", millis(p.compileTime), "load_ms", millis(time.Since(start)), "instances", h.opts.PoolSize)
 	return p, nil
 }

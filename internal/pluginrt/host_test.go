@@ -43,6 +43,7 @@ func TestLoadDescribes(t *testing.T) {
 	if p.LoadedAt().Before(before) || p.LoadedAt().After(time.Now()) {
 		t.Errorf("loaded at %v", p.LoadedAt())
 	}
+	waitIdle(t, p, 3)
 	if s := p.Stats(); s.Instances != 3 || s.Idle != 3 || s.Calls != 0 {
 		t.Errorf("stats = %+v", s)
 	}
@@ -619,4 +620,38 @@ func TestOptions(t *testing.T) {
 			t.Errorf("NewHost(%+v) accepted", bad)
 		}
 	}
+}
+
+// waitIdle waits (up to 30 s) until p's pool holds n idle instances.
+func waitIdle(t *testing.T, p *Plugin, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats().Idle != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle instances %d, want %d (stats %+v)", p.Stats().Idle, n, p.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLoadServesBeforeThePoolIsFilled: Load returns once one instance is
+// made (it answers describe and serves calls); the rest of the pool is
+// made in the background, so a restart that loads every plugin waits for
+// one instantiation per plugin rather than PoolSize.
+func TestLoadServesBeforeThePoolIsFilled(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var released sync.Once
+	release := func() { released.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	h := newHost(t, Options{PoolSize: 4, beforeFill: func() { <-gate }})
+	p := load(t, h, "ledger")
+	if s := p.Stats(); s.Instances != 4 || s.Idle != 1 {
+		t.Fatalf("stats right after Load with the filling held back = %+v, want 4 instances of which 1 made", s)
+	}
+	if _, err := p.Decide(t.Context(), decideInput("deposit", `{"amount":"1.00"}`)); err != nil {
+		t.Fatalf("decide on the one instance: %v", err)
+	}
+	release()
+	waitIdle(t, p, 4)
 }

@@ -32,6 +32,9 @@ type Options struct {
 	// PoolSize is the number of instances kept per loaded plugin version
 	// (default 2*GOMAXPROCS, at most 1024).
 	PoolSize int
+	// beforeFill, when set (tests), runs before the background filling of
+	// a loaded plugin's pool starts.
+	beforeFill func()
 	// DisableDeadline compiles guests without close-on-context-done and
 	// runs calls without a deadline. Benchmarks only: a looping guest then
 	// hangs its caller forever.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/factline/factline/sdk/abi"
 )
@@ -320,6 +322,49 @@ func (p *Plugin) replace(old *instance) {
 			}
 			backoff = min(2*backoff, 5*time.Second)
 		}
+	}()
+}
+
+// fill makes n more instances for the pool in the background, retrying
+// with backoff while instantiation fails, until the plugin closes.
+func (p *Plugin) fill(n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.bg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.bg.Done()
+		if hook := p.host.opts.beforeFill; hook != nil {
+			hook()
+		}
+		var g errgroup.Group
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for range n {
+			g.Go(func() error {
+				backoff := 50 * time.Millisecond
+				for {
+					in, err := p.newInstance(context.Background())
+					if err == nil {
+						p.pool <- in // never blocks: the pool has room for every instance
+						return nil
+					}
+					p.log().Error("plugin instance could not be made; retrying", "err", err, "retry_in", backoff)
+					select {
+					case <-p.stop:
+						return nil
+					case <-time.After(backoff):
+					}
+					backoff = min(2*backoff, 5*time.Second)
+				}
+			})
+		}
+		_ = g.Wait()
 	}()
 }
 
