@@ -292,8 +292,15 @@ func (m *Manager) syncDir(ctx context.Context) {
 			continue
 		}
 		m.dirSeen[f] = sum
+		name := strings.TrimSuffix(filepath.Base(f), ".wasm")
+		if cur, ok := m.opts.Registry.Get(name); ok && cur.SHA256() == sum {
+			// Already running, loaded from the store (a restart): storing
+			// and activating its bytes again would only rewrite them.
+			m.done1(name)
+			continue
+		}
 		p, err := m.Install(ctx, "", b)
-		m.done1(strings.TrimSuffix(filepath.Base(f), ".wasm"))
+		m.done1(name)
 		if err != nil {
 			m.log.Error("plugin file refused; the current version keeps serving", "file", f, "err", err)
 			continue

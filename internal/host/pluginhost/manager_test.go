@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 	st := teststore.Open(t, "sqlite")
 
 	// A first process installs both: they become the active versions.
-	first := newManager(t, st, cacheDir, nil)
+	first := newManager(t, st, cacheDir, "", nil)
 	for i, name := range []string{"ledger", "notify"} {
 		if _, err := first.Install(ctx, name, mods[i]); err != nil {
 			t.Fatalf("install %s: %v", name, err)
@@ -69,7 +70,7 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 		}
 		return nil
 	}
-	m := newManager(t, st, cacheDir, check)
+	m := newManager(t, st, cacheDir, "", check)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +92,73 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 	}
 }
 
-// newManager returns a plugin manager of its own wasm host on st.
-func newManager(t *testing.T, st store.Store, cacheDir string, check func(context.Context, *wasm.Plugin) error) *pluginhost.Manager {
+// writeCounter counts the plugin writes made through it.
+type writeCounter struct {
+	store.Store
+	writes atomic.Int32
+}
+
+func (w *writeCounter) SavePluginVersion(ctx context.Context, p *store.PluginBinary) error {
+	w.writes.Add(1)
+	return w.Store.SavePluginVersion(ctx, p)
+}
+
+func (w *writeCounter) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
+	w.writes.Add(1)
+	return w.Store.ActivatePlugin(ctx, name, sha256, now)
+}
+
+// TestRestartDoesNotRewriteUnchangedPluginFiles: a restart loads the
+// plugins of the plugins directory from the store; files whose bytes it
+// already runs are not stored and activated again (megabytes written per
+// plugin at every start).
+func TestRestartDoesNotRewriteUnchangedPluginFiles(t *testing.T) {
+	ctx := t.Context()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ledger.wasm"), mods[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := &writeCounter{Store: teststore.Open(t, "sqlite")}
+	for round := range 2 {
+		st.writes.Store(0)
+		m := newManager(t, st, cacheDir, dir, nil)
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := m.WaitLoaded(wctx)
+		cancel()
+		m.Stop()
+		if err != nil {
+			t.Fatalf("round %d: plugins not loaded: %v", round, err)
+		}
+		if _, ok := m.Registry().Get("ledger"); !ok {
+			t.Fatalf("round %d: ledger not loaded", round)
+		}
+		switch n := st.writes.Load(); {
+		case round == 0 && n == 0:
+			t.Fatal("the first start stored nothing: the test proves nothing")
+		case round == 1 && n != 0:
+			t.Fatalf("the restart made %d plugin writes for an unchanged file, want 0", n)
+		}
+	}
+}
+
+// newManager returns a plugin manager of its own wasm host on st, with
+// the plugins directory dir ("" for none).
+func newManager(t *testing.T, st store.Store, cacheDir, dir string, check func(context.Context, *wasm.Plugin) error) *pluginhost.Manager {
 	t.Helper()
 	host, err := wasm.NewHost(wasm.Options{CacheDir: cacheDir})
 	if err != nil {
@@ -105,7 +171,7 @@ func newManager(t *testing.T, st store.Store, cacheDir string, check func(contex
 		defer cancel()
 		host.Close(ctx)
 	})
-	m, err := pluginhost.NewManager(pluginhost.Options{Store: st, Registry: reg, Check: check})
+	m, err := pluginhost.NewManager(pluginhost.Options{Store: st, Registry: reg, Dir: dir, Check: check})
 	if err != nil {
 		t.Fatal(err)
 	}
