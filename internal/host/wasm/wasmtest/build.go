@@ -65,7 +65,7 @@ func sourceKey(ctx context.Context, wasmDir string) (string, error) {
 			return
 		}
 		h.Write(out)
-		modRoot := filepath.Dir(filepath.Dir(wasmDir))
+		modRoot := filepath.Dir(filepath.Dir(filepath.Dir(wasmDir))) // internal/host/wasm
 		for _, dir := range []string{filepath.Join(wasmDir, "testdata", "guests"), filepath.Join(modRoot, "sdk", "abi")} {
 			err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 				if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
