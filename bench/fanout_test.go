@@ -177,7 +177,7 @@ func TestWebhookFanOut(t *testing.T) {
 	want := int64(rep.Offered * fanEndpoints)
 	deadline := time.Now().Add(2 * time.Minute)
 	for rc.total.Load()-base < want && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval; the deadline is above
 	}
 	stopService(t, svc)
 

@@ -386,7 +386,7 @@ func startFactlineProcess(t *testing.T, bin, dir string, args []string) *factlin
 		if time.Now().After(deadline) {
 			t.Fatalf("factline /health did not answer 200 within a minute (last: %v)", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll interval; the deadline is above
 	}
 	return &factlineProcess{cmd: cmd, base: base, logPath: logPath}
 }

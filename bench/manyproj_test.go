@@ -244,14 +244,14 @@ func (c *mpClient) probe(probeID string, until time.Time) (lags []time.Duration,
 			} else if err == nil {
 				c.t.Logf("probe query: %d %.200s", code, b)
 			}
-			time.Sleep(mpPollEvery)
+			time.Sleep(mpPollEvery) // probe pacing, not ordering
 		}
 		if seen {
 			lags = append(lags, time.Since(t0))
 		} else {
 			lost++
 		}
-		time.Sleep(mpProbeEvery)
+		time.Sleep(mpProbeEvery) // probe pacing, not ordering
 	}
 	return lags, lost
 }
@@ -268,7 +268,7 @@ func (c *mpClient) waitReady(n int) time.Duration {
 		if time.Since(start) > mpReadyWait {
 			c.t.Fatalf("%d of %d projections ready after %v (last: %d %v)", ready, n, mpReadyWait, code, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // poll interval; the deadline is above
 	}
 }
 

@@ -194,7 +194,7 @@ func projWaitQuiet(t *testing.T, ctx context.Context, rdb *redis.Client) {
 	defer func() { projQuietLeft -= time.Since(began) }()
 	for {
 		a := projSampleCPU(ctx, rdb)
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the CPU sampling window, not ordering
 		if w := a.window(projSampleCPU(ctx, rdb)); w.Other < projNoisyCores || time.Now().After(deadline) {
 			if w.Other >= projNoisyCores {
 				t.Logf("machine still busy (%.2f cores used by other processes); measuring anyway", w.Other)

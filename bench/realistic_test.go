@@ -726,7 +726,7 @@ func waitDeposit(t *testing.T, url, key string) {
 		if !loading || time.Now().After(deadline) {
 			t.Fatalf("POST %s: status %d: %s", url, resp.StatusCode, b)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // poll interval; the deadline is above
 	}
 }
 

@@ -416,7 +416,7 @@ func (p *wasmPath) measureRate(ctx context.Context, workers int, d time.Duration
 	}
 	time.Sleep(d / 5) // warm-up
 	c0, t0, cpu0 := calls.Load(), time.Now(), wasmSelfCPU()
-	time.Sleep(d)
+	time.Sleep(d) // the measured window, not ordering
 	c1, t1, cpu1 := calls.Load(), time.Now(), wasmSelfCPU()
 	close(stop)
 	wg.Wait()

@@ -331,7 +331,7 @@ func (d *whDB) waitDepth(t *testing.T, ctx context.Context, cond func(store.Outb
 		if time.Now().After(deadline) {
 			t.Fatalf("outbox after %v: %+v", limit, p)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval; the deadline is above
 	}
 }
 
@@ -454,7 +454,7 @@ func TestWebhookDelivery(t *testing.T) {
 		if got >= offered || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval; the deadline is above
 	}
 	stopService(t, svc)
 	_, received := rc.reset()
@@ -507,7 +507,7 @@ func (d *whDB) waitConsumer(t *testing.T, ctx context.Context) {
 		if pos >= head {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval
 	}
 }
 
@@ -528,7 +528,7 @@ func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window
 		elapsed := time.Since(start)
 		due := min(int(elapsed.Seconds()*rate), total) - n
 		if due <= 0 {
-			time.Sleep(tick - elapsed%tick)
+			time.Sleep(tick - elapsed%tick) // load pacing, not ordering
 			continue
 		}
 		behind = max(behind, elapsed-time.Duration(float64(n)/rate*float64(time.Second))-tick)
@@ -603,7 +603,7 @@ func whKillRun(t *testing.T, ctx context.Context, rc *whReceiver) *whKill {
 		if time.Since(start) > 2*time.Minute {
 			t.Fatal("the worker process delivered too little before the kill")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // poll interval; the deadline is above
 	}
 	_ = w1.Process.Signal(syscall.SIGKILL)
 	_ = w1.Wait()

@@ -179,17 +179,13 @@ func startProcessEnv(t *testing.T, env []string, args []string) *server {
 // waitReady waits until /health reports every check ok (plugins loaded).
 func (s *server) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	testutil.EventuallyNil(t, 3*time.Minute, func() error {
 		code, body := s.do(t, "GET", "/health", "", "")
 		if code == 200 && data(body)["status"] == "ok" {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %d %v\n%s", code, body, s.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("not ready: %d %v\n%s", code, body, s.stderr)
+	})
 }
 
 // stop sends SIGTERM and waits for a clean exit.
@@ -421,30 +417,21 @@ func TestHotReload(t *testing.T) {
 	}
 	waitFor := func(path string, want int) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			code, _ := s.do(t, "GET", path, "", "")
-			if code == want {
-				return
+		testutil.EventuallyNil(t, 30*time.Second, func() error {
+			if code, _ := s.do(t, "GET", path, "", ""); code != want {
+				return fmt.Errorf("GET %s still %d, want %d\n%s", path, code, want, s.stderr)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s still %d, want %d\n%s", path, code, want, s.stderr)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	write("name: two\nversion: \"2\"\nroutes:\n  - {path: /v1/two, method: GET, entity: system, action: get, auth: public}\n")
 	waitFor("/v1/two", 200)
 	waitFor("/v1/one", 404)
 
 	write("name: broken\nversion: \"3\"\nroutes:\n  - {path: /v1/three, method: FETCH, entity: system, action: get}\n")
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(s.stderr.String(), "manifests refused") {
-		if time.Now().After(deadline) {
-			t.Fatalf("invalid manifest not reported:\n%s", s.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, "the invalid manifest to be reported", func() bool {
+		return strings.Contains(s.stderr.String(), "manifests refused")
+	})
 	if !strings.Contains(s.stderr.String(), "gateway.yaml:4:") {
 		t.Fatalf("refusal does not name the line:\n%s", s.stderr)
 	}

@@ -531,20 +531,17 @@ func guideStoreArgs(args, store []string) []string {
 // waitGuideReady polls /ready as an operator would before the first call.
 func waitGuideReady(t *testing.T, s *server) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testutil.EventuallyNil(t, 2*time.Minute, func() error {
 		resp, err := http.Get(s.base + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("/ready: %v\n%s", err, s.stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/ready did not answer 200 within 2 minutes: %v\n%s", err, s.stderr)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("/ready answered %d\n%s", resp.StatusCode, s.stderr)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestGuideCurlAsHTTP: a guide's curl becomes the request curl would send,

@@ -102,17 +102,12 @@ func items(t *testing.T, code int, body map[string]any) []map[string]any {
 // last state seen.
 func waitFor(t *testing.T, s *server, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		ok, last := cond()
-		if ok {
-			return
+	testutil.EventuallyNil(t, 90*time.Second, func() error {
+		if ok, last := cond(); !ok {
+			return fmt.Errorf("%s: not yet; last: %s\n%s", what, last, s.stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened; last: %s\n%s", what, last, s.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // dropAndCreate drops the database of dbURL (as lost) and creates it

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/factline/factline/internal/testutil"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -277,13 +278,7 @@ func TestTrapHammer(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, what, cond)
 }
 
 // TestInfiniteLoopStoppedAtDeadline: a guest that never returns is

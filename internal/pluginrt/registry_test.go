@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/factline/factline/internal/testutil"
 )
 
 func newRegistry(t *testing.T, opts Options) *Registry {
@@ -85,11 +87,14 @@ func TestInstallUnderLoad(t *testing.T) {
 		if i%2 == 1 {
 			name = "ledger3"
 		}
+		v := &seen[1+i%2]
+		before := v.Load()
 		p := install(t, r, name)
 		if cur, _ := r.Get("ledger"); cur != p {
 			t.Errorf("swap %d: Get returned %v, installed %v", i, cur, p)
 		}
-		time.Sleep(20 * time.Millisecond) // let calls reach each version
+		// Calls reach each version before the next swap.
+		testutil.Eventually(t, 30*time.Second, "calls on "+name, func() bool { return v.Load() > before || failed.Load() > 0 })
 	}
 	close(stop)
 	wg.Wait()

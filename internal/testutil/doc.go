@@ -17,6 +17,10 @@
 // ([PostgresDurable]'s stays on disk): creating a database is then a copy
 // in memory.
 //
+// [Main] also fails a binary whose tests pass but leave goroutines running
+// (go.uber.org/goleak). Tests wait for background work with [Eventually]
+// or [EventuallyNil], never with a sleep.
+//
 // Environment:
 //
 //   - FACTLINE_TEST_DATABASE_URL: use this PostgreSQL server instead of

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // dirPrefix starts the name of every directory this package creates under
@@ -34,7 +36,12 @@ var servers = struct {
 // Main runs the tests of m, then stops every server this binary started and
 // exits with the code of m.Run. Servers are also stopped when the process
 // receives SIGINT, SIGTERM or SIGHUP.
-func Main(m *testing.M) {
+//
+// When the tests pass, Main then fails the binary if goroutines are left
+// running (go.uber.org/goleak), apart from the known long-lived ones in
+// leakIgnores and those ignore names: a service a test started and never
+// stopped shows up here.
+func Main(m *testing.M, ignore ...goleak.Option) {
 	servers.mu.Lock()
 	servers.main = true
 	servers.mu.Unlock()
@@ -67,7 +74,45 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
+	if code == 0 {
+		if err := findLeaks(append(leakIgnores(), ignore...)); err != nil {
+			fmt.Fprintf(os.Stderr, "testutil: goroutines left running after the tests: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
+}
+
+// leakWait is how long goroutines may take to end after the tests:
+// fasthttp's idle-worker cleaner sees a server's Shutdown only when its
+// 10 s sleep ends.
+const leakWait = 15 * time.Second
+
+// findLeaks polls goleak until no unexpected goroutine is left or
+// leakWait has passed.
+func findLeaks(opts []goleak.Option) error {
+	deadline := time.Now().Add(leakWait)
+	for {
+		err := goleak.Find(opts...)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// leakIgnores are goroutines that outlive every test on purpose; each
+// has its reason.
+func leakIgnores() []goleak.Option {
+	return []goleak.Option{
+		// Main's own signal handling: Notify starts the runtime's signal
+		// loop, which never ends.
+		goleak.IgnoreTopFunction("os/signal.signal_recv"),
+		goleak.IgnoreTopFunction("os/signal.loop"),
+		// fasthttp refreshes the Date header of every server once a
+		// second from one goroutine it starts on first use and never ends.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+	}
 }
 
 // requireMain fails t when the test binary does not run through Main, since

@@ -366,7 +366,11 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 	if err := a.Plugins.Start(ctx); err != nil {
 		return nil, gateway.HealthCheck{}, err
 	}
-	a.closers = append(a.closers, a.Plugins.Stop)
+	a.closers = append(a.closers, func() {
+		if err := a.Plugins.Stop(context.Background()); err != nil {
+			a.cfg.Logger.Warn("stop plugin manager", "err", err)
+		}
+	})
 	ledgers := pluginhost.Ledgers{Builtin: ledger.Builtin(), Registry: reg, Loading: func(name string) bool {
 		if a.Plugins.Pending(name) {
 			return true
@@ -466,17 +470,23 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	}
 	bg, stopBG := context.WithCancel(context.Background())
 	go a.Server.PurgeLoop(bg, 10*time.Minute)
-	a.Subscriptions.Start(bg)
+	stopNow := context.Background() // only on failed starts
+	if err := a.Subscriptions.Start(bg); err != nil {
+		stopBG()
+		ln.Close()
+		a.Close()
+		return fmt.Errorf("start subscriptions: %w", err)
+	}
 	if err := a.Webhooks.Start(bg); err != nil {
 		stopBG()
-		a.Subscriptions.Stop()
+		_ = a.Subscriptions.Stop(stopNow)
 		ln.Close()
 		a.Close()
 		return fmt.Errorf("start webhooks: %w", err)
 	}
 	if err := a.Projections.Start(bg); err != nil {
 		stopBG()
-		a.Subscriptions.Stop()
+		_ = a.Subscriptions.Stop(stopNow)
 		ln.Close()
 		a.Close()
 		return fmt.Errorf("start projections: %w", err)
@@ -504,8 +514,12 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	}
 	cancel()
 	stopBG()
-	a.Subscriptions.Stop()
-	a.Projections.Stop()
+	if serr := a.Subscriptions.Stop(context.Background()); serr != nil {
+		a.cfg.Logger.Warn("stop subscriptions", "err", serr)
+	}
+	if perr := a.Projections.Stop(context.Background()); perr != nil {
+		a.cfg.Logger.Warn("stop projections", "err", perr)
+	}
 	a.Close()
 	return err
 }

@@ -58,17 +58,16 @@ func TestWatchedDomainDirectoryAddsAnEntityType(t *testing.T) {
 		t.Fatalf("claim before its manifest: %d %v", code, body)
 	}
 	writeAtomic(t, filepath.Join(domains, "claims.yaml"), claimsLayer)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
 		code, body := l.call("POST", "/v1/entities", l.key, claim)
-		if code == 201 {
-			break
-		}
-		if code != 400 || time.Now().After(deadline) {
+		if code != 201 && code != 400 {
 			t.Fatalf("claim after its manifest: %d %v", code, body)
 		}
-		time.Sleep(50 * time.Millisecond) // polling the watcher, not ordering
-	}
+		if code != 201 {
+			return fmt.Errorf("claim after its manifest: %d %v", code, body)
+		}
+		return nil
+	})
 	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
 		t.Fatalf("fact on the new type: %d %v", code, body)
 	}
@@ -194,12 +193,12 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 		}
 	}
 	// Load runs before the change too.
-	for deadline := time.Now().Add(10 * time.Second); ok.Load() < 20; {
-		if time.Now().After(deadline) {
-			t.Fatalf("steady load not running: %d ok, %d failed", ok.Load(), failed.Load())
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		if ok.Load() < 20 {
+			return fmt.Errorf("steady load not running: %d ok, %d failed", ok.Load(), failed.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 
 	if code, body := b.call("POST", "/v1/entities", b.key, map[string]any{"type": "member", "id": "m1"}); code != 400 {
 		t.Fatalf("member before the change: %d %v", code, body)
@@ -214,26 +213,28 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 	if code, body := a.call("POST", "/v1/entities", a.key, map[string]any{"type": "member", "id": "m0"}); code != 201 {
 		t.Fatalf("process A serves the new type at once: %d %v", code, body)
 	}
-	for {
+	// Polled with the usual deadline; the 10 s the change may take is
+	// checked below.
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
 		code, body := b.call("POST", "/v1/entities", b.key, map[string]any{"type": "member", "id": "m1", "tier": "gold"})
-		if code == 201 {
-			break
-		}
-		if (code != 400 && code != 503) || time.Since(changed) > 10*time.Second {
+		if code != 201 && code != 400 && code != 503 {
 			t.Fatalf("process B, %v after the change: %d %v", time.Since(changed), code, body)
 		}
-		time.Sleep(50 * time.Millisecond) // polling process B, not ordering
-	}
-	for {
-		code, body := b.call("POST", "/v1/entities/m1/earn", b.key, map[string]any{"points": 5})
-		if code == 201 {
-			break
+		if code != 201 {
+			return fmt.Errorf("process B, %v after the change: %d %v", time.Since(changed), code, body)
 		}
-		if (code != 404 && code != 503) || time.Since(changed) > 10*time.Second {
+		return nil
+	})
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		code, body := b.call("POST", "/v1/entities/m1/earn", b.key, map[string]any{"points": 5})
+		if code != 201 && code != 404 && code != 503 {
 			t.Fatalf("command route on process B, %v after the change: %d %v", time.Since(changed), code, body)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if code != 201 {
+			return fmt.Errorf("command route on process B, %v after the change: %d %v", time.Since(changed), code, body)
+		}
+		return nil
+	})
 	if code, body := b.call("POST", "/api/members/m1/earn", b.key, map[string]any{"points": 2}); code != 201 || dataOf(body)["type"] != "earned" {
 		t.Fatalf("manifest command route on process B: %d %v", code, body)
 	}
@@ -261,9 +262,8 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 		t.Fatalf("read command on process B: %d %v", code, body)
 	}
 	// Keep the load going a little past the change on both processes.
-	for n := ok.Load() + 20; ok.Load() < n; {
-		time.Sleep(10 * time.Millisecond)
-	}
+	after := ok.Load() + 20
+	testutil.Eventually(t, 30*time.Second, "load past the change", func() bool { return ok.Load() >= after })
 	close(stop)
 	wg.Wait()
 	if failed.Load() != 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/testutil"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -210,7 +211,9 @@ func TestHotSwapUnderLoad(t *testing.T) {
 			finish()
 			t.Fatalf("swap %d: %d %v", i, code, body)
 		}
-		time.Sleep(150 * time.Millisecond)
+		// Requests reach each version before the next swap.
+		after := ok.Load() + 20
+		testutil.Eventually(t, 30*time.Second, "requests on the new version", func() bool { return ok.Load() >= after || failed.Load() > 0 })
 	}
 	finish()
 	rate := float64(ok.Load()) / time.Since(start).Seconds()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // TestOperatorListsEveryTenantsProjections: GET /v1/admin/projections
@@ -37,8 +38,7 @@ func TestOperatorListsEveryTenantsProjections(t *testing.T) {
 				ids[tenant] = dataOf(body)["id"].(string)
 			}
 			var items []any
-			deadline := time.Now().Add(time.Minute)
-			for {
+			testutil.EventuallyNil(t, time.Minute, func() error {
 				code, body := l.call("GET", "/v1/admin/projections", l.op, nil)
 				if code != 200 {
 					t.Fatalf("operator: %d %v", code, body)
@@ -50,14 +50,11 @@ func TestOperatorListsEveryTenantsProjections(t *testing.T) {
 						ready++
 					}
 				}
-				if ready == 2 {
-					break
+				if ready != 2 {
+					return fmt.Errorf("two ready projections not listed: %v", items)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("two ready projections not listed within a minute: %v", items)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 			var got []string
 			for _, it := range items {
 				m := it.(map[string]any)
@@ -76,8 +73,7 @@ func TestOperatorListsEveryTenantsProjections(t *testing.T) {
 			}
 
 			// The lag history fills as the process samples it.
-			deadline = time.Now().Add(time.Minute)
-			for {
+			testutil.EventuallyNil(t, time.Minute, func() error {
 				code, body := l.call("GET", "/v1/admin/stream/history", l.op, nil)
 				if code != 200 {
 					t.Fatalf("history: %d %v", code, body)
@@ -87,14 +83,11 @@ func TestOperatorListsEveryTenantsProjections(t *testing.T) {
 					first, last := samples[0].(map[string]any), samples[len(samples)-1].(map[string]any)
 					lag, _ := last["lag"].(map[string]any)
 					if fmt.Sprint(first["at"]) < fmt.Sprint(last["at"]) && len(lag) > 0 && fmt.Sprint(last["head"]) != "0" && fmt.Sprint(dataOf(body)["interval_ms"]) == "20" {
-						break
+						return nil
 					}
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no two lag samples with consumers within a minute: %d samples, interval %v", len(samples), dataOf(body)["interval_ms"])
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return fmt.Errorf("no two lag samples with consumers: %d samples, interval %v", len(samples), dataOf(body)["interval_ms"])
+			})
 		})
 	}
 }

@@ -275,13 +275,12 @@ func TestSubscriptionEffectOnceAcrossRestart(t *testing.T) {
 				return c
 			}
 			waitFor := func(l *live, want int) {
-				deadline := time.Now().Add(30 * time.Second)
-				for followups(l) < want {
-					if time.Now().After(deadline) {
-						t.Fatalf("follow-ups: %d, want %d", followups(l), want)
+				testutil.EventuallyNil(t, 30*time.Second, func() error {
+					if got := followups(l); got < want {
+						return fmt.Errorf("follow-ups: %d, want %d", got, want)
 					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return nil
+				})
 			}
 			waitFor(l, n)
 			l.stop()
@@ -295,18 +294,14 @@ func TestSubscriptionEffectOnceAcrossRestart(t *testing.T) {
 			l2 := startLive(t, backend, loc)
 			l2.key = l.key
 			// The replay reaches the head again...
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			testutil.EventuallyNil(t, 30*time.Second, func() error {
 				pos, _ := l2.a.Store.GetCheckpoint(context.Background(), "subscription:no_answer_followup")
 				head, _ := l2.a.Store.HeadPosition(context.Background())
-				if pos == head {
-					break
+				if pos != head {
+					return fmt.Errorf("subscription did not catch up: %d of %d", pos, head)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("subscription did not catch up: %d of %d", pos, head)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 			// ...without applying anything twice.
 			if got := followups(l2); got != n {
 				t.Fatalf("after a replay: %d follow-ups, want exactly %d", got, n)

@@ -228,18 +228,14 @@ func TestProjectionsEndToEnd(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("new projection version: %d %v", code, body)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			testutil.EventuallyNil(t, 30*time.Second, func() error {
 				code, body = query(l.key, nil)
 				meta, _ := dataOf(body)["_meta"].(map[string]any)
 				if code == 200 && fmt.Sprint(meta["config_version"]) == "2" && meta["ready"] == true {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("version 2 never took over: %d %v", code, body)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return fmt.Errorf("version 2 has not taken over: %d %v", code, body)
+			})
 			checkRows(t, body, []map[string]any{
 				{"key": "2024-01-15T09", "bucket": "2024-01-15T09", "window": "hour", "duration_max": json.Number("5")},
 				{"key": "2024-01-15T10", "bucket": "2024-01-15T10", "window": "hour", "duration_max": json.Number("60")},
@@ -250,17 +246,12 @@ func TestProjectionsEndToEnd(t *testing.T) {
 			if code, body = l.call("DELETE", "/v1/configs/"+cfgID, l.key, nil); code != 200 {
 				t.Fatalf("archive: %d %v", code, body)
 			}
-			deadline = time.Now().Add(10 * time.Second)
-			for {
-				code, _ = query(l.key, nil)
-				if code == 404 {
-					break
+			testutil.EventuallyNil(t, 30*time.Second, func() error {
+				if code, _ = query(l.key, nil); code != 404 {
+					return fmt.Errorf("archived projection still answers: %d", code)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("archived projection still answers: %d", code)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 		})
 	}
 }
@@ -274,18 +265,14 @@ func row(key, bucket, channel string, count int, sum, avg string) map[string]any
 // caught up with the stream, and fails with the last answer after a while.
 func waitRows(t *testing.T, q func() (int, map[string]any), want []map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
 		code, body := q()
 		meta, _ := dataOf(body)["_meta"].(map[string]any)
 		if code == 200 && rowsEqual(body, want) && meta["ready"] == true {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("query never returned the expected rows: %d %v\nwant %v", code, body, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("query did not return the expected rows: %d %v\nwant %v", code, body, want)
+	})
 }
 
 func rowsEqual(body map[string]any, want []map[string]any) bool {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/host/tracing"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // TestTraceFollowsRequestThroughAppendProjectionAndWebhook sends a fact
@@ -99,8 +101,7 @@ func TestTraceFollowsRequestThroughAppendProjectionAndWebhook(t *testing.T) {
 	}
 
 	want := map[string]bool{"POST /v1/facts": false, "store.append_commit": false, "projection.update": false, "webhook.deliver": false}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.EventuallyNil(t, time.Minute, func() error {
 		for _, s := range exp.GetSpans() {
 			if _, ok := want[s.Name]; ok && s.SpanContext.TraceID().String() == traceID && s.Status.Code != codes.Error {
 				want[s.Name] = true
@@ -113,17 +114,14 @@ func TestTraceFollowsRequestThroughAppendProjectionAndWebhook(t *testing.T) {
 		for _, ok := range want {
 			all = all && ok
 		}
-		if all {
-			if tid := tracing.IncomingTraceID(got[0]); tid != traceID {
-				t.Fatalf("receiver's traceparent %q, want trace %s", got[0], traceID)
-			}
-			break
+		if !all {
+			return fmt.Errorf("spans of trace %s found: %v; receiver saw %q", traceID, want, got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans of trace %s found: %v; receiver saw %q", traceID, want, got)
+		if tid := tracing.IncomingTraceID(got[0]); tid != traceID {
+			t.Fatalf("receiver's traceparent %q, want trace %s", got[0], traceID)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, s := range exp.GetSpans() {
 		if s.Name == "POST /v1/facts" && s.SpanContext.TraceID().String() == traceID {
 			if s.Parent.SpanID().String() != "00f067aa0ba902b7" {

@@ -727,13 +727,7 @@ func emit(t *testing.T, base, key, contact, typ, subtype string) {
 // waitFor polls cond until it holds, for at most a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, time.Minute, what, cond)
 }
 
 func writeFile(t *testing.T, name, content string) string {

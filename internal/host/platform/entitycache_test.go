@@ -15,10 +15,11 @@ import (
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/store/entitycache"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // waitLimit bounds every wait for another process's change to show.
-const waitLimit = 10 * time.Second
+const waitLimit = 30 * time.Second
 
 // process is one gateway process's platform on a shared database.
 type process struct {
@@ -64,13 +65,7 @@ func openProcess(t *testing.T, dbURL, name string) process {
 // waitUntil polls cond until it holds, failing the test after waitLimit.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Eventually(t, waitLimit, what, cond)
 }
 
 // version reads an entity through the platform's GetEntity (the cached

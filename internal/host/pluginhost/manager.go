@@ -16,6 +16,7 @@ import (
 
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/internal/lifecycle"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -45,10 +46,9 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu       sync.Mutex        // serialises installs and rollbacks
-	dirSeen  map[string]string // file path -> sha256 last seen
-	stopPoll context.CancelFunc
-	done     chan struct{}
+	mu      sync.Mutex        // serialises installs and rollbacks
+	dirSeen map[string]string // file path -> sha256 last seen
+	bg      lifecycle.Base
 
 	pmu     sync.Mutex
 	pending map[string]bool // names loading at start-up
@@ -83,6 +83,11 @@ func (m *Manager) Registry() *wasm.Registry { return m.opts.Registry }
 // until Stop. While a plugin is loading, Pending reports its name; a plugin
 // that fails to load is logged and skipped, the others still serve.
 func (m *Manager) Start(ctx context.Context) error {
+	select {
+	case <-m.bg.Started():
+		return fmt.Errorf("plugins: %w", lifecycle.ErrStarted)
+	default:
+	}
 	act, err := m.opts.Store.ActivePlugins(ctx)
 	if err != nil {
 		return fmt.Errorf("plugins: list active versions: %w", err)
@@ -102,18 +107,19 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	m.pmu.Unlock()
-	m.loaded = make(chan struct{})
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.stopPoll, m.done = cancel, make(chan struct{})
-	go func() {
-		defer close(m.done)
+	loaded := make(chan struct{})
+	m.loaded = loaded
+	err = m.bg.Start(context.WithoutCancel(ctx), func(pctx context.Context) {
 		m.initialLoad(pctx)
 		m.pmu.Lock()
 		m.pending = nil
 		m.pmu.Unlock()
-		close(m.loaded)
+		close(loaded)
 		m.poll(pctx)
-	}()
+	})
+	if err != nil {
+		return fmt.Errorf("plugins: %w", err)
+	}
 	return nil
 }
 
@@ -198,12 +204,9 @@ func (m *Manager) WaitLoaded(ctx context.Context) error {
 	}
 }
 
-// Stop ends the watching.
-func (m *Manager) Stop() {
-	if m.stopPoll != nil {
-		m.stopPoll()
-		<-m.done
-	}
+// Stop ends the loading and the watching and waits for them, within ctx.
+func (m *Manager) Stop(ctx context.Context) error {
+	return m.bg.Stop(ctx)
 }
 
 func (m *Manager) poll(ctx context.Context) {

@@ -74,7 +74,7 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Stop)
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := m.WaitLoaded(wctx); err != nil {
@@ -140,7 +140,9 @@ func TestRestartDoesNotRewriteUnchangedPluginFiles(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		err := m.WaitLoaded(wctx)
 		cancel()
-		m.Stop()
+		if err := m.Stop(context.Background()); err != nil {
+			t.Fatalf("round %d: stop: %v", round, err)
+		}
 		if err != nil {
 			t.Fatalf("round %d: plugins not loaded: %v", round, err)
 		}

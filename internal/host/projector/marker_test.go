@@ -62,7 +62,7 @@ func newMarkedService(t *testing.T, st store.Store, ls lostState) *projector.Ser
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() { stop(t, s) })
 	return s
 }
 
@@ -86,7 +86,7 @@ func TestLostStateRebuildsFromFirstFact(t *testing.T) {
 			createConfig(t, st, "cfg_calls", 2)
 			s := newMarkedService(t, st, ls)
 			before := waitConsistent(t, s, calls(base, 300))
-			s.Stop()
+			stop(t, s)
 			cps := waitCheckpoints(t, st, 1)
 			for name, cp := range cps {
 				if cp == 0 {

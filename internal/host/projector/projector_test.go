@@ -11,12 +11,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/factline/factline/internal/clock/clocktest"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/projection"
 	"github.com/factline/factline/internal/host/projector"
@@ -67,7 +67,7 @@ func newService(t *testing.T, st store.Store, state projection.CachedState) *pro
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() { stop(t, s) })
 	return s
 }
 
@@ -181,18 +181,25 @@ func waitConsistent(t *testing.T, s *projector.Service, want int) answer {
 
 func waitConsistentNamed(t *testing.T, s *projector.Service, name string, want int) answer {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		mat, comp := queryNamed(t, s, name, "materialized", false), queryNamed(t, s, name, "compute", false)
+	var mat answer
+	testutil.EventuallyNil(t, 60*time.Second, func() error {
+		var comp answer
+		mat, comp = queryNamed(t, s, name, "materialized", false), queryNamed(t, s, name, "compute", false)
 		agg := queryNamed(t, s, name, "materialized", true)
 		count := fmt.Sprint(agg.rows[0].(map[string]any)["count"])
 		if reflect.DeepEqual(mat.rows, comp.rows) && count == fmt.Sprint(want) && mat.meta["ready"] == true {
-			return mat
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("materialized results never matched the facts: aggregated count %s, want %d\nmaterialized %v\ncomputed %v", count, want, mat.rows, comp.rows)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("materialized results do not match the facts: aggregated count %s, want %d\nmaterialized %v\ncomputed %v", count, want, mat.rows, comp.rows)
+	})
+	return mat
+}
+
+// stop stops s and fails t when it does not stop cleanly.
+func stop(t *testing.T, s *projector.Service) {
+	t.Helper()
+	if err := s.Stop(context.Background()); err != nil {
+		t.Errorf("stop: %v", err)
 	}
 }
 
@@ -201,20 +208,18 @@ func waitConsistentNamed(t *testing.T, s *projector.Service, name string, want i
 // consistent a moment before the checkpoint is written.
 func waitCheckpoints(t *testing.T, st store.Store, n int) map[string]int64 {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		cps, err := st.ListCheckpoints(context.Background())
-		if err != nil {
-			t.Fatal(err)
+	var cps map[string]int64
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		var err error
+		if cps, err = st.ListCheckpoints(context.Background()); err != nil {
+			return err
 		}
-		if len(cps) == n {
-			return cps
+		if len(cps) != n {
+			return fmt.Errorf("checkpoints: %v, want %d", cps, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoints: %v, want %d", cps, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return cps
 }
 
 // calls counts the call facts among the first n appended by appendCalls
@@ -257,7 +262,7 @@ func TestBackfillStreamRestartExactlyOnce(t *testing.T) {
 			}()
 			wg.Wait()
 			waitConsistent(t, s, calls(base, 800))
-			s.Stop()
+			stop(t, s)
 
 			appendCalls(t, st, 100)
 			cps, err := st.ListCheckpoints(context.Background())
@@ -383,7 +388,7 @@ func TestLeftOverStateIsSwept(t *testing.T) {
 			createConfig(t, st, "cfg_calls", 2)
 			s1 := newService(t, st, state)
 			waitConsistent(t, s1, calls(base, 100))
-			s1.Stop()
+			stop(t, s1)
 			oldCPs, err := st.ListCheckpoints(ctx)
 			if err != nil || len(oldCPs) != 1 {
 				t.Fatalf("checkpoints after the first process: %v, %v", oldCPs, err)
@@ -400,21 +405,16 @@ func TestLeftOverStateIsSwept(t *testing.T) {
 			putVersion(t, st, strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"hour"`, 1))
 			s2 := newService(t, st, state)
 			waitConsistent(t, s2, calls(base, 100))
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			testutil.EventuallyNil(t, 30*time.Second, func() error {
 				cps, err := st.ListCheckpoints(ctx)
 				if err != nil {
-					t.Fatal(err)
+					return err
 				}
-				_, oldThere := cps["projection:"+oldKey]
-				if !oldThere && len(cps) == 1 {
-					break
+				if _, oldThere := cps["projection:"+oldKey]; oldThere || len(cps) != 1 {
+					return fmt.Errorf("left-over checkpoint not swept: %v", cps)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("left-over checkpoint never swept: %v", cps)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return nil
+			})
 			if v, err := state.StorageVersion(ctx, oldKey); err != nil || v != 0 {
 				t.Errorf("left-over cached state: storage version %d, %v; want none", v, err)
 			}
@@ -447,7 +447,7 @@ func TestStateDown(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() { stop(t, s) })
 	_, _, err = s.Query(context.Background(), tenant, "calls", map[string]any{"mode": "verify"})
 	var perr *problem.Error
 	if !errors.As(err, &perr) || perr.Kind != problem.Unavailable || !strings.Contains(perr.Detail, "mode compute") {
@@ -481,7 +481,7 @@ func TestSupersededStateKeptForGrace(t *testing.T) {
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() { stop(t, s) })
 	waitConsistent(t, s, calls(base, 50))
 	cps := waitCheckpoints(t, st, 1)
 	var oldConsumer string
@@ -492,32 +492,24 @@ func TestSupersededStateKeptForGrace(t *testing.T) {
 
 	putVersion(t, st, strings.Replace(fmt.Sprintf(settings, 2), `"minute"`, `"day"`, 1))
 	var tookOver time.Time
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if a := query(t, s, "materialized", false); fmt.Sprint(a.meta["config_version"]) == "2" && a.meta["ready"] == true {
-			tookOver = time.Now()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("version 2 never took over")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, "version 2 to take over", func() bool {
+		a := query(t, s, "materialized", false)
+		return fmt.Sprint(a.meta["config_version"]) == "2" && a.meta["ready"] == true
+	})
+	tookOver = time.Now()
 	if keys, err := state.Keys(ctx, oldKey); err != nil || len(keys) == 0 {
 		t.Fatalf("the superseded state went at once: %v %v", keys, err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
 		cps, err := st.ListCheckpoints(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if _, ok := cps[oldConsumer]; !ok {
-			break
+		if _, ok := cps[oldConsumer]; ok {
+			return fmt.Errorf("the superseded checkpoint is still there: %v", cps)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the superseded checkpoint never went: %v", cps)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if waited := time.Since(tookOver); waited < grace-time.Second {
 		t.Errorf("the superseded state went %v after the take-over; the grace is %v", waited, grace)
 	}
@@ -532,8 +524,7 @@ func TestRollupTimerSealsQuietHours(t *testing.T) {
 	st := teststore.Open(t, "sqlite")
 	state := projection.NewMemoryState()
 	ctx := context.Background()
-	var now atomic.Int64
-	now.Store(hour0 + 30*60_000)
+	clk := clocktest.New(time.UnixMilli(hour0 + 30*60_000).UTC())
 	createContact(t, st, "c1")
 	items := make([]store.Append, 0, 20)
 	for i := range 20 {
@@ -550,7 +541,7 @@ func TestRollupTimerSealsQuietHours(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := projector.New(projector.Options{Store: st, State: state, SyncInterval: 50 * time.Millisecond, RollupInterval: 50 * time.Millisecond,
-		PollInterval: 100 * time.Millisecond, Now: func() time.Time { return time.UnixMilli(now.Load()).UTC() },
+		PollInterval: 100 * time.Millisecond, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -558,7 +549,7 @@ func TestRollupTimerSealsQuietHours(t *testing.T) {
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() { stop(t, s) })
 	waitConsistent(t, s, 20)
 	cps := waitCheckpoints(t, st, 1)
 	var key string
@@ -578,16 +569,28 @@ func TestRollupTimerSealsQuietHours(t *testing.T) {
 		}
 		return n
 	}
-	time.Sleep(200 * time.Millisecond) // several timer ticks inside the hour
-	if n := hourKeys(); n != 0 {
-		t.Fatalf("%d hour buckets sealed before the hour ended", n)
-	}
-	now.Store(hour0 + 2*3_600_000)
-	for deadline := time.Now().Add(10 * time.Second); hourKeys() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the finished hour was never sealed by the timer")
+	// tick moves the clock and waits until the timer has sealed and set
+	// itself again.
+	tick := func(to time.Time) {
+		t.Helper()
+		rearmed := clk.Waiting()
+		clk.Set(to)
+		select {
+		case <-rearmed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the rollup timer did not run after the clock moved")
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	testutil.Eventually(t, 30*time.Second, "the rollup timer", func() bool { return clk.Waiters() == 1 })
+	for i := 1; i <= 3; i++ { // timer ticks inside the hour
+		tick(clk.Now().Add(50 * time.Millisecond))
+		if n := hourKeys(); n != 0 {
+			t.Fatalf("%d hour buckets sealed before the hour ended", n)
+		}
+	}
+	tick(time.UnixMilli(hour0 + 2*3_600_000))
+	if hourKeys() == 0 {
+		t.Fatal("the finished hour was not sealed by the timer")
 	}
 	waitConsistent(t, s, 20)
 }

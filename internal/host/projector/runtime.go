@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/factline/factline/internal/clock"
 	"github.com/factline/factline/internal/host/projection"
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/stream"
@@ -58,7 +59,7 @@ func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
 		State:   s.opts.State,
 		Source:  factSource{st: s.opts.Store, tenant: rt.tenant, entityType: rt.source, types: settings.FactTypes},
 		Emitter: emitter{st: s.opts.Store, tenant: rt.tenant},
-		Now:     s.opts.Now,
+		Now:     s.opts.Clock.Now,
 		Logger:  s.log,
 	})
 	if err != nil {
@@ -246,13 +247,15 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) 
 }
 
 func (rt *runtime) rollupLoop(ctx context.Context) {
-	t := time.NewTicker(rt.s.opts.RollupInterval)
-	defer t.Stop()
+	// On the service's clock: sealing depends on the clock, so a test
+	// moves it past an hour instead of sleeping.
 	for {
+		tick, release := clock.After(rt.s.opts.Clock, rt.s.opts.RollupInterval)
 		select {
 		case <-ctx.Done():
+			release()
 			return
-		case <-t.C:
+		case <-tick:
 			if _, err := rt.engine.Rollup(ctx, rt.key, nil); err != nil && ctx.Err() == nil {
 				rt.s.log.Warn("projection: rollup failed", "state_key", rt.key, "err", err)
 			}

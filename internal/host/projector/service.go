@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -12,11 +13,13 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/factline/factline/internal/clock"
 	"github.com/factline/factline/internal/host/id"
 	"github.com/factline/factline/internal/host/projection"
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/stream"
 	"github.com/factline/factline/internal/host/tracing"
+	"github.com/factline/factline/internal/lifecycle"
 )
 
 // Options configure a Service.
@@ -54,8 +57,9 @@ type Options struct {
 	BatchSize int
 	Logger    *slog.Logger
 	Metrics   *stream.Metrics
-	// Now is the engines' clock (default time.Now).
-	Now func() time.Time
+	// Clock is the engines' clock (bucket times, rollup sealing) and runs
+	// the rollup timer; default clock.Real.
+	Clock clock.Clock
 	// TracerProvider traces projection updates; nil or the no-op
 	// provider: off.
 	TracerProvider trace.TracerProvider
@@ -76,11 +80,11 @@ type Service struct {
 	bad       map[string]bool // config versions that failed to compile, logged once
 	lastSweep time.Time
 	// doomed are halted runtimes whose state is deleted at the time given.
-	doomed    map[*runtime]time.Time
-	ctx       context.Context // the context runtimes run under; nil before Start
-	stop      context.CancelFunc
-	loopDone  chan struct{}
-	groupDone chan struct{}
+	doomed map[*runtime]time.Time
+	ctx    context.Context // the context runtimes run under; nil before Start
+
+	// bg runs the shared reader and the config sync loop.
+	bg lifecycle.Base
 }
 
 // ref names one projection config.
@@ -125,9 +129,7 @@ func New(opts Options) (*Service, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 2 * time.Second
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -140,37 +142,28 @@ func New(opts Options) (*Service, error) {
 // Start loads the active projection configs, starts their runtimes and
 // keeps them in step with the configs until Stop.
 func (s *Service) Start(ctx context.Context) error {
-	s.mu.Lock()
-	if s.ctx != nil {
-		s.mu.Unlock()
-		return errors.New("projector: already started")
-	}
-	s.ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
-	s.loopDone = make(chan struct{})
-	s.groupDone = make(chan struct{})
-	s.mu.Unlock()
-	go func() {
-		defer close(s.groupDone)
-		if err := s.group.Run(s.ctx); err != nil {
+	err := s.bg.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
+		if err := s.group.Run(ctx); err != nil {
 			s.log.Error("projection: shared stream reader stopped", "err", err)
 		}
-	}()
+	})
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	s.mu.Lock()
+	s.ctx = s.bg.Context()
+	s.mu.Unlock()
 	if err := s.Sync(ctx); err != nil {
 		s.log.Warn("projection: first config sync failed; retrying", "err", err)
 	}
-	go s.loop()
+	s.bg.Go(s.loop)
 	return nil
 }
 
-// Stop ends every runtime and waits for them.
-func (s *Service) Stop() {
+// Stop ends every runtime and waits for them, within ctx.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.bg.Stop(ctx)
 	s.mu.Lock()
-	if s.stop == nil {
-		s.mu.Unlock()
-		return
-	}
-	s.stop()
-	done := s.loopDone
 	var rts []*runtime
 	for rt := range s.doomed {
 		rts = append(rts, rt)
@@ -183,23 +176,21 @@ func (s *Service) Stop() {
 		}
 	}
 	s.mu.Unlock()
-	<-done
-	<-s.groupDone
 	for _, rt := range rts {
 		rt.halt()
 	}
+	return err
 }
 
-func (s *Service) loop() {
-	defer close(s.loopDone)
+func (s *Service) loop(ctx context.Context) {
 	t := time.NewTicker(s.opts.SyncInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.Sync(s.ctx); err != nil && s.ctx.Err() == nil {
+			if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("projection: config sync failed", "err", err)
 			}
 		}

@@ -58,7 +58,15 @@ func waitAllReady(t *testing.T, s *projector.Service, names []string, want int) 
 	}
 	// A runtime turns ready while it handles its last backfill batch and
 	// joins the shared reader right after.
-	time.Sleep(300 * time.Millisecond)
+	waitMembers(t, s, len(names))
+}
+
+// waitMembers waits until n runtimes are fed by the shared reader.
+func waitMembers(t *testing.T, s *projector.Service, n int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%d runtimes on the shared reader", n), func() bool {
+		return len(s.GroupMembers()) == n
+	})
 }
 
 // TestSharedTailReadsOnce: projections that have caught up are fed by one
@@ -82,12 +90,12 @@ func TestSharedTailReadsOnce(t *testing.T) {
 			waitAllReady(t, s, names, calls(start, 200))
 
 			st.count(true)
-			for i := 0; i < 6; i++ {
+			// Six batches, each taken by every projection before the next.
+			for i := 1; i <= 6; i++ {
 				appendCalls(t, st, 50)
-				time.Sleep(30 * time.Millisecond)
-			}
-			for _, n := range names {
-				waitConsistentNamed(t, s, n, calls(start, 500))
+				for _, n := range names {
+					waitConsistentNamed(t, s, n, calls(start, 200+50*i))
+				}
 			}
 			reads := st.count(false)
 			if len(reads) == 0 {
@@ -219,15 +227,16 @@ func TestSharedTailJoinBehind(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		pace := time.NewTicker(5 * time.Millisecond) // load pacing, not ordering
+		defer pace.Stop()
 		for {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-pace.C:
 			}
 			appendCalls(t, st, 7)
 			appended.Add(7)
-			time.Sleep(5 * time.Millisecond)
 		}
 	}()
 	names := []string{"j1"}
@@ -235,9 +244,11 @@ func TestSharedTailJoinBehind(t *testing.T) {
 		n := fmt.Sprintf("j%d", i)
 		createNamedConfig(t, st, "cfg_"+n, n, 2)
 		names = append(names, n)
-		time.Sleep(150 * time.Millisecond)
+		waitMembers(t, s, i)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Keep appending past the last join.
+	after := appended.Load() + 70
+	testutil.Eventually(t, 30*time.Second, "appends after the last join", func() bool { return appended.Load() >= after })
 	close(stop)
 	wg.Wait()
 	total := 300 + int(appended.Load())

@@ -115,8 +115,8 @@ func (r *Redis) flush(batch []*batchReq) {
 // the results; lost are the requests the server had no script for.
 func (r *Redis) pipeline(ctx context.Context, batch []*batchReq) (lost []*batchReq, err error) {
 	now := ""
-	if r.now != nil {
-		now = strconv.FormatInt(r.now().UnixMicro(), 10)
+	if r.clk != nil {
+		now = strconv.FormatInt(r.clk.Now().UnixMicro(), 10)
 	}
 	pipe := r.client.Pipeline()
 	cmds := make([]interface{ Int64Slice() ([]int64, error) }, len(batch))

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/factline/factline/internal/host/ratelimit"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // TestRedisBatchesConcurrentDecisions: exact decisions that arrive while a
@@ -45,13 +46,9 @@ func TestRedisBatchesConcurrentDecisions(t *testing.T) {
 	case <-c.Done():
 		t.Fatal("no round trip started")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for lim.PendingDecisions() != n-size {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d decisions pending, want %d", lim.PendingDecisions(), n-size)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%d decisions pending", n-size), func() bool {
+		return lim.PendingDecisions() == n-size
+	})
 	close(g.hold)
 	wg.Wait()
 	for i := range n {

@@ -193,15 +193,10 @@ func TestRedisClusterFailover(t *testing.T) {
 // waitFor polls f until it returns nil, failing the test after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
+	testutil.EventuallyNil(t, timeout, func() error {
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not ordering
-	}
+		return nil
+	})
 }

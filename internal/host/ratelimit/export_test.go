@@ -1,19 +1,5 @@
 package ratelimit
 
-import (
-	"time"
-
-	"github.com/redis/go-redis/v9"
-)
-
-// NewRedisAt is NewRedis deciding on the clock now instead of the server's,
-// so the shared suite can drive Redis and Memory through the same instants.
-func NewRedisAt(client redis.UniversalClient, opts RedisOptions, now func() time.Time) *Redis {
-	r := NewRedis(client, opts)
-	r.now = now
-	return r
-}
-
 // Len is the number of keys a Memory holds.
 func (m *Memory) Len() int {
 	n := 0

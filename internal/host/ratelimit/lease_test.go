@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/factline/factline/internal/host/ratelimit"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // TestLeaseDecisionsMatchUnleased: with the clock standing still, a leasing
@@ -26,13 +27,13 @@ func TestLeaseDecisionsMatchUnleased(t *testing.T) {
 		t.Run(fmt.Sprint("rpm=", rpm), func(t *testing.T) {
 			t.Parallel()
 			clk := newClock()
-			plain := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":plain:", MaxLease: 1}, clk.Now)
+			plain := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":plain:", MaxLease: 1, Clock: clk})
 			// The leasing limiter has a client of its own, whose commands
 			// are counted.
 			var cmds commandLog
 			own := redisClientOn(t, url)
 			own.AddHook(&cmds)
-			leased := ratelimit.NewRedisAt(own, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":leased:"}, clk.Now)
+			leased := ratelimit.NewRedis(own, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":leased:", Clock: clk})
 			n := min(rpm+10, 3000)
 			for i := range n {
 				if i == n/2 {
@@ -77,7 +78,7 @@ func leaseNeverExceedsGrant(t *testing.T, b backend) {
 	clk := newClock()
 	var lims [2]*ratelimit.Redis
 	for i := range lims {
-		lims[i] = ratelimit.NewRedisAt(b.client(t), ratelimit.RedisOptions{CallTimeout: patient, Prefix: b.prefix}, clk.Now)
+		lims[i] = ratelimit.NewRedis(b.client(t), ratelimit.RedisOptions{CallTimeout: patient, Prefix: b.prefix, Clock: clk})
 	}
 	const rpm, total, perProcess = 20_000, 30_000, 16
 	most := rpm / 1000
@@ -154,12 +155,9 @@ func TestLeaseWindowTwoProcesses(t *testing.T) {
 	}
 	// Run until the burst and some more have passed (at least 1.5 s, so
 	// that leases are taken over many T), however slow the machine.
-	for deadline := start.Add(time.Minute); passed.Load() < rpm+100 || time.Since(start) < 1500*time.Millisecond; {
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling the count, not ordering
-	}
+	testutil.Eventually(t, time.Minute, "the burst and 100 more to pass over 1.5 s", func() bool {
+		return passed.Load() >= rpm+100 && time.Since(start) >= 1500*time.Millisecond
+	})
 	stop.Store(true)
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -183,7 +181,7 @@ func TestLeaseRemembersRejection(t *testing.T) {
 	client := redisClient(t)
 	var cmds commandLog
 	client.AddHook(&cmds)
-	lim := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient, Clock: clk})
 	c := ctx(t)
 	const rpm = 3000 // T = 20 ms
 	T := 20 * time.Millisecond
@@ -224,7 +222,7 @@ func TestLeaseExpires(t *testing.T) {
 	client := redisClient(t)
 	var cmds commandLog
 	client.AddHook(&cmds)
-	lim := ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient, Clock: clk})
 	c := ctx(t)
 	const rpm = 64_000
 	T := int64(938) // µs: 60 s / 64,000, rounded up
@@ -274,7 +272,7 @@ func TestLeaseExpires(t *testing.T) {
 func TestLeaseKeysSwept(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
-	lim := ratelimit.NewRedisAt(redisClient(t), ratelimit.RedisOptions{CallTimeout: patient}, clk.Now)
+	lim := ratelimit.NewRedis(redisClient(t), ratelimit.RedisOptions{CallTimeout: patient, Clock: clk})
 	c := ctx(t)
 	for i := range 500 {
 		if _, err := lim.Allow(c, fmt.Sprint("k", i), 1_000_000); err != nil {

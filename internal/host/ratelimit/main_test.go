@@ -2,37 +2,19 @@ package ratelimit_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/factline/factline/internal/clock/clocktest"
 	"github.com/factline/factline/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
 
-// clock is a test clock that moves only when told to.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
 // newClock starts at an instant with a sub-microsecond part, which both
 // implementations must round the same way.
-func newClock() *clock { return &clock{t: time.Unix(1_750_000_000, 123_456_789)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clocktest.Manual { return clocktest.New(time.Unix(1_750_000_000, 123_456_789)) }
 
 // redisURL is the URL of a fresh logical database, flushed when the test
 // ends.

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/factline/factline/internal/clock"
 )
 
 // MemoryOptions configures NewMemory.
 type MemoryOptions struct {
-	// Now is the clock; nil means time.Now. Tests inject one.
-	Now func() time.Time
+	// Clock decides; nil means clock.Real. Tests inject one.
+	Clock clock.Clock
 }
 
 const (
@@ -43,10 +45,7 @@ var _ Limiter = (*Memory)(nil)
 
 // NewMemory returns an empty in-process limiter.
 func NewMemory(opts MemoryOptions) *Memory {
-	m := &Memory{now: opts.Now, seed: maphash.MakeSeed()}
-	if m.now == nil {
-		m.now = time.Now
-	}
+	m := &Memory{now: clock.Or(opts.Clock).Now, seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].tat = make(map[string]int64)
 	}

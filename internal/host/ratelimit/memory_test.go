@@ -15,7 +15,7 @@ import (
 func TestMemoryHammer(t *testing.T) {
 	t.Parallel()
 	const rpm, goroutines, each = 1000, 32, 100 // 3200 requests
-	lim := ratelimit.NewMemory(ratelimit.MemoryOptions{Now: newClock().Now})
+	lim := ratelimit.NewMemory(ratelimit.MemoryOptions{Clock: newClock()})
 	var (
 		mu        sync.Mutex
 		remaining = map[int]int{}
@@ -70,7 +70,7 @@ func TestMemoryHammer(t *testing.T) {
 func TestMemoryEviction(t *testing.T) {
 	t.Parallel()
 	clk := newClock()
-	lim := ratelimit.NewMemory(ratelimit.MemoryOptions{Now: clk.Now})
+	lim := ratelimit.NewMemory(ratelimit.MemoryOptions{Clock: clk})
 	ctx := context.Background()
 	for i := range 5000 {
 		if _, err := lim.Allow(ctx, fmt.Sprint("old-", i), 60); err != nil {

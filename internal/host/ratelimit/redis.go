@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/factline/factline/internal/clock"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 )
@@ -45,6 +46,11 @@ type RedisOptions struct {
 	// breaker opens; then one call probes it and closes the breaker when
 	// it succeeds. 0 means DefaultBreakerCooldown.
 	BreakerCooldown time.Duration
+	// Clock, when set, decides instead of the Redis server's clock (tests
+	// drive time with it). Nil: the server's clock, so that processes whose
+	// clocks disagree still share one limit; the local clock.Real then only
+	// times leases.
+	Clock clock.Clock
 }
 
 // Defaults of RedisOptions. A Redis script call takes well under a
@@ -97,8 +103,8 @@ type Redis struct {
 	breaker  *gobreaker.CircuitBreaker[scriptResult]
 	batch    batcher
 
-	// now replaces the server clock; set only by tests.
-	now func() time.Time
+	// clk replaces the server clock when set (RedisOptions.Clock).
+	clk clock.Clock
 
 	lastWarn   atomic.Int64 // time.Now().UnixNano() of the last warning
 	suppressed atomic.Int64 // failures not logged since then
@@ -112,7 +118,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 		panic("ratelimit: NewRedis with a nil client")
 	}
 	r := &Redis{client: client, prefix: opts.Prefix, failOpen: opts.FailOpen, log: opts.Logger,
-		leaseCap: opts.MaxLease, leases: newLeaseTable()}
+		leaseCap: opts.MaxLease, leases: newLeaseTable(), clk: opts.Clock}
 	if r.leaseCap == 0 {
 		r.leaseCap = DefaultMaxLease
 	}
@@ -226,8 +232,8 @@ func (r *Redis) reloadSlots(err error) {
 
 func (r *Redis) runScript(ctx context.Context, key string, rpm, n int) (scriptResult, error) {
 	now := ""
-	if r.now != nil {
-		now = strconv.FormatInt(r.now().UnixMicro(), 10)
+	if r.clk != nil {
+		now = strconv.FormatInt(r.clk.Now().UnixMicro(), 10)
 	}
 	res, err := gcraScript.Run(ctx, r.client, []string{key}, rpm, interval(rpm), now, n).Int64Slice()
 	if err != nil {
@@ -242,10 +248,7 @@ func (r *Redis) runScript(ctx context.Context, key string, rpm, n int) (scriptRe
 
 // clock is the limiter's local clock: the test clock when one is set.
 func (r *Redis) clock() time.Time {
-	if r.now != nil {
-		return r.now()
-	}
-	return time.Now()
+	return clock.Or(r.clk).Now()
 }
 
 // warn logs a fail-open failure, at most once every warnEvery.

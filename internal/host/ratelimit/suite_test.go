@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/factline/factline/internal/clock/clocktest"
 	"github.com/factline/factline/internal/host/ratelimit"
 	"github.com/factline/factline/internal/testutil"
 )
@@ -16,7 +17,7 @@ import (
 // cannot drift apart.
 type impl struct {
 	name string
-	new  func(t *testing.T, clk *clock) ratelimit.Limiter
+	new  func(t *testing.T, clk *clocktest.Manual) ratelimit.Limiter
 }
 
 func impls(t *testing.T) []impl {
@@ -24,15 +25,15 @@ func impls(t *testing.T) []impl {
 	cluster := testutil.RedisCluster(t)
 	clusterClient := cluster.Client(t)
 	return []impl{
-		{"memory", func(_ *testing.T, clk *clock) ratelimit.Limiter {
-			return ratelimit.NewMemory(ratelimit.MemoryOptions{Now: clk.Now})
+		{"memory", func(_ *testing.T, clk *clocktest.Manual) ratelimit.Limiter {
+			return ratelimit.NewMemory(ratelimit.MemoryOptions{Clock: clk})
 		}},
-		{"redis", func(t *testing.T, clk *clock) ratelimit.Limiter {
+		{"redis", func(t *testing.T, clk *clocktest.Manual) ratelimit.Limiter {
 			// A prefix per subtest keeps parallel subtests apart.
-			return ratelimit.NewRedisAt(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":"}, clk.Now)
+			return ratelimit.NewRedis(client, ratelimit.RedisOptions{CallTimeout: patient, Prefix: t.Name() + ":", Clock: clk})
 		}},
-		{"redis-cluster", func(t *testing.T, clk *clock) ratelimit.Limiter {
-			return ratelimit.NewRedisAt(clusterClient, ratelimit.RedisOptions{CallTimeout: patient, Prefix: cluster.Prefix + t.Name() + ":"}, clk.Now)
+		{"redis-cluster", func(t *testing.T, clk *clocktest.Manual) ratelimit.Limiter {
+			return ratelimit.NewRedis(clusterClient, ratelimit.RedisOptions{CallTimeout: patient, Prefix: cluster.Prefix + t.Name() + ":", Clock: clk})
 		}},
 	}
 }

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/stream"
 	"github.com/factline/factline/internal/teststore"
+	tu "github.com/factline/factline/internal/testutil"
 )
 
 // runGroup runs g until the test ends.
@@ -52,13 +54,12 @@ func join(t *testing.T, g *stream.Group, c *stream.Consumer) (leave func()) {
 func waitMembers(t *testing.T, g *stream.Group, names ...string) {
 	t.Helper()
 	slices.Sort(names)
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.Equal(g.Members(), names) {
-		if time.Now().After(deadline) {
-			t.Fatalf("group members %v, want %v", g.Members(), names)
+	tu.EventuallyNil(t, 30*time.Second, func() error {
+		if got := g.Members(); !slices.Equal(got, names) {
+			return fmt.Errorf("group members %v, want %v", got, names)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // readCounter counts, per start position, the reads of the fact stream

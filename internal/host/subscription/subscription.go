@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/stream"
 	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/internal/lifecycle"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -57,8 +57,7 @@ type Runner struct {
 	log     *slog.Logger
 	applied *prometheus.CounterVec
 	skipped *prometheus.CounterVec
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	bg      lifecycle.Base
 }
 
 // New checks the options.
@@ -86,9 +85,10 @@ func New(opts Options) (*Runner, error) {
 // ConsumerName is the stream consumer of a subscription.
 func ConsumerName(sub string) string { return "subscription:" + sub }
 
-// Start launches one consumer per subscription.
-func (r *Runner) Start(ctx context.Context) {
-	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+// Start launches one consumer per subscription, until Stop; a second
+// Start is an error.
+func (r *Runner) Start(ctx context.Context) error {
+	tasks := make([]func(context.Context), 0, len(r.opts.Subscriptions))
 	for _, sub := range r.opts.Subscriptions {
 		c := &stream.Consumer{
 			Name:    ConsumerName(sub.Name),
@@ -97,22 +97,21 @@ func (r *Runner) Start(ctx context.Context) {
 			Logger:  r.log,
 			Metrics: r.opts.Metrics,
 		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
+		tasks = append(tasks, func(ctx context.Context) {
 			if err := c.Run(ctx); err != nil {
 				r.log.Error("subscription stopped", "subscription", sub.Name, "err", err)
 			}
-		}()
+		})
 	}
+	if err := r.bg.Start(context.WithoutCancel(ctx), tasks...); err != nil {
+		return fmt.Errorf("subscription: %w", err)
+	}
+	return nil
 }
 
-// Stop stops every consumer and waits for them.
-func (r *Runner) Stop() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.wg.Wait()
+// Stop stops every consumer and waits for them, within ctx.
+func (r *Runner) Stop(ctx context.Context) error {
+	return r.bg.Stop(ctx)
 }
 
 func matches(sub manifest.Subscription, f *store.Fact) bool {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/factline/factline/internal/clock"
+	"github.com/factline/factline/internal/clock/clocktest"
 	"github.com/factline/factline/internal/host/ledger"
 	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/platform"
@@ -27,7 +29,7 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // waitLimit bounds every wait for a background goroutine.
-const waitLimit = 20 * time.Second
+const waitLimit = 30 * time.Second
 
 // clockStart is where manual clocks start.
 var clockStart = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -54,7 +56,7 @@ type hit struct {
 type receiver struct {
 	t     testing.TB
 	srv   *httptest.Server
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	hits    []hit
@@ -63,7 +65,7 @@ type receiver struct {
 }
 
 // newReceiver starts a TLS server; respond may be nil (always 200).
-func newReceiver(t testing.TB, clock Clock, respond func(n int, r *http.Request) (int, map[string]string, string)) *receiver {
+func newReceiver(t testing.TB, clock clock.Clock, respond func(n int, r *http.Request) (int, map[string]string, string)) *receiver {
 	rc := &receiver{t: t, clock: clock, respond: respond, arrived: make(chan struct{}, 1)}
 	rc.srv = httptest.NewTLSServer(http.HandlerFunc(rc.serve))
 	t.Cleanup(rc.srv.Close)
@@ -127,13 +129,7 @@ func (rc *receiver) tlsConfig() *tls.Config {
 // waitFor polls cond (a store read, typically) until it holds.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, waitLimit, what, cond)
 }
 
 // env is a webhook service on a real store with a platform, a manual
@@ -144,7 +140,7 @@ type env struct {
 	st      store.Store
 	plat    *platform.Service
 	svc     *Service
-	clock   *ManualClock
+	clock   *clocktest.Manual
 	rc      *receiver
 	claims  chan int64
 	secret  string
@@ -161,7 +157,7 @@ func newEnv(t *testing.T, backend string, respond func(n int, r *http.Request) (
 // newEnvOn is newEnv on a store the caller opened.
 func newEnvOn(t *testing.T, backend string, st store.Store, respond func(n int, r *http.Request) (int, map[string]string, string), opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, backend: backend, st: st, clock: NewManualClock(clockStart), claims: make(chan int64, 1024)}
+	e := &env{t: t, backend: backend, st: st, clock: clocktest.New(clockStart), claims: make(chan int64, 1024)}
 	domain, err := manifest.LoadDomainFile("testdata/domain.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -238,11 +239,12 @@ func (p *procEnv) emitFacts(t *testing.T, n int) {
 // waitAllSent waits until n deliveries exist and every one is sent.
 func (p *procEnv) waitAllSent(t *testing.T, n int, limit time.Duration) []store.OutboxRow {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		rows, err := p.st.ListOutbox(t.Context(), store.OutboxFilter{TenantID: tenantA, Limit: n + 100})
+	var rows []store.OutboxRow
+	tu.EventuallyNil(t, limit, func() error {
+		var err error
+		rows, err = p.st.ListOutbox(t.Context(), store.OutboxFilter{TenantID: tenantA, Limit: n + 100})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		sent := 0
 		for _, r := range rows {
@@ -251,13 +253,11 @@ func (p *procEnv) waitAllSent(t *testing.T, n int, limit time.Duration) []store.
 			}
 		}
 		if len(rows) == n && sent == n {
-			return rows
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %d deliveries, %d sent; want %d sent", limit, len(rows), sent, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%d deliveries, %d sent; want %d sent", len(rows), sent, n)
+	})
+	return rows
 }
 
 // Acceptance: the worker process is killed (SIGKILL) during a run of 1,000
@@ -268,17 +268,25 @@ func (p *procEnv) waitAllSent(t *testing.T, n int, limit time.Duration) []store.
 func TestCrashRecoverySIGKILL(t *testing.T) {
 	t.Parallel()
 	const n = 1000
-	p := newProcEnv(t, func(int, *http.Request) (int, map[string]string, string) {
-		time.Sleep(3 * time.Millisecond) // keep attempts in flight
+	// Attempts after the 300th are held until the kill: the kill then
+	// cuts attempts in flight short, whatever the machine's speed.
+	held := make(chan struct{})
+	var release sync.Once
+	p := newProcEnv(t, func(i int, _ *http.Request) (int, map[string]string, string) {
+		if i > 300 {
+			<-held
+		}
 		return http.StatusOK, nil, "ok"
 	})
+	t.Cleanup(func() { release.Do(func() { close(held) }) })
 	p.emitFacts(t, n)
 
 	// A short lease, so the restarted worker takes over soon after the kill.
 	w1 := startWorker(t, p.url, p.caFile, p.key, 3*time.Second)
-	waitFor(t, "300 deliveries before the kill", func() bool { return p.rc.count() >= 300 })
+	waitFor(t, "attempts held after 300 deliveries", func() bool { return p.rc.count() > 300 })
 	w1.kill(t)
 	atKill := p.rc.count()
+	release.Do(func() { close(held) })
 	if atKill >= n {
 		t.Fatalf("the receiver had every delivery (%d) before the kill; the test proves nothing", atKill)
 	}

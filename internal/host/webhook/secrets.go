@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/factline/factline/internal/clock"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/store"
 )
@@ -121,7 +122,7 @@ type secretStore struct {
 	st    store.WebhookStore
 	aead  cipher.AEAD
 	keyID string
-	clock Clock
+	clock clock.Clock
 
 	mu    sync.Mutex
 	cache map[string]cachedSecret
@@ -133,7 +134,7 @@ type cachedSecret struct {
 	loadedAt  time.Time
 }
 
-func newSecretStore(st store.WebhookStore, key []byte, clock Clock) (*secretStore, error) {
+func newSecretStore(st store.WebhookStore, key []byte, clk clock.Clock) (*secretStore, error) {
 	if len(key) != 32 {
 		return nil, errors.New("webhook: the secret key must be 32 bytes")
 	}
@@ -146,7 +147,7 @@ func newSecretStore(st store.WebhookStore, key []byte, clock Clock) (*secretStor
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte("factline webhook secret key\x00"), key...))
-	return &secretStore{st: st, aead: aead, keyID: hex.EncodeToString(sum[:8]), clock: clock, cache: map[string]cachedSecret{}}, nil
+	return &secretStore{st: st, aead: aead, keyID: hex.EncodeToString(sum[:8]), clock: clk, cache: map[string]cachedSecret{}}, nil
 }
 
 func aad(tenant, ref string) []byte { return []byte(tenant + "\x00" + ref) }

@@ -9,16 +9,17 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/factline/factline/internal/clock"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/stream"
 	"github.com/factline/factline/internal/host/tracing"
+	"github.com/factline/factline/internal/lifecycle"
 )
 
 // ConfigType is the platform config type of webhook configs.
@@ -35,8 +36,11 @@ type Options struct {
 	// rotation; RegisterConfigType sets it when nil.
 	Platform *platform.Service
 	Logger   *slog.Logger
-	// Clock defaults to the system clock.
-	Clock Clock
+	// Clock reads every timestamp the service records (signature times,
+	// retry times, audit facts) and schedules every retry, so tests move
+	// time instead of sleeping. HTTP timeouts and measured response times
+	// use real time. Default: clock.Real.
+	Clock clock.Clock
 	// SecretKey is FACTLINE_SECRET_KEY: the 32-byte key (base64 or hex)
 	// that encrypts signing secrets at rest. Empty: the key file
 	// webhook-secret.key in DataDir, created on first use.
@@ -93,7 +97,7 @@ type Service struct {
 	opts     Options
 	st       store.Store
 	log      *slog.Logger
-	clock    Clock
+	clock    clock.Clock
 	secrets  *secretStore
 	client   *http.Client
 	metrics  *metrics
@@ -103,7 +107,7 @@ type Service struct {
 
 	tracer  trace.Tracer // nil when tracing is off
 	matcher *matcher
-	bg      runner
+	bg      lifecycle.Base
 	dl      *deliverer
 }
 
@@ -116,9 +120,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Clock == nil {
-		opts.Clock = SystemClock{}
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Workers <= 0 {
 		opts.Workers = 128
 	}
@@ -207,7 +209,10 @@ func (s *Service) Start(ctx context.Context) error {
 		tasks = append(tasks, s.dl.run)
 	}
 	tasks = append(tasks, s.depthLoop)
-	return s.bg.start(ctx, tasks...)
+	if err := s.bg.Start(ctx, tasks...); err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	return nil
 }
 
 // Stop stops matching and claiming at once, lets attempts in flight finish
@@ -215,7 +220,16 @@ func (s *Service) Start(ctx context.Context) error {
 // ends are abandoned unrecorded; their leases run out and the next claim
 // records them as interrupted.
 func (s *Service) Stop(ctx context.Context) error {
-	err := s.bg.stop(ctx, s.dl.abort)
+	err := s.bg.Stop(ctx)
+	if err != nil {
+		// Cut the attempts in flight short and give them a moment to
+		// return.
+		s.dl.abort()
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.bg.Wait(wctx)
+		cancel()
+		err = fmt.Errorf("webhook: stop: %w", ctx.Err())
+	}
 	s.client.CloseIdleConnections()
 	return err
 }
@@ -244,61 +258,4 @@ func (s *Service) refreshDepths(ctx context.Context) {
 	}
 	s.metrics.queueDepth.Set(float64(d.Pending))
 	s.metrics.dlqDepth.Set(float64(d.Dead))
-}
-
-// runner is the start/stop base shared by the service's background tasks:
-// one context for all of them, cancelled by stop, which waits for every
-// task to return.
-type runner struct {
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	started bool
-}
-
-func (r *runner) start(ctx context.Context, tasks ...func(context.Context)) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errors.New("webhook: already started")
-	}
-	r.started = true
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	var wg sync.WaitGroup
-	for _, t := range tasks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t(ctx)
-		}()
-	}
-	go func() {
-		wg.Wait()
-		close(r.done)
-	}()
-	return nil
-}
-
-// stop cancels the tasks and waits for them; when ctx ends first, hard
-// runs (to cut work in flight short) and the wait goes on briefly.
-func (r *runner) stop(ctx context.Context, hard func()) error {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-	}
-	hard()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
-	return fmt.Errorf("webhook: stop: %w", ctx.Err())
 }

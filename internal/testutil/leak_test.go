@@ -1,0 +1,32 @@
+package testutil_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLeftGoroutine leaks a goroutine when run by TestMainFailsOnLeftGoroutines.
+func TestLeftGoroutine(t *testing.T) {
+	if os.Getenv("FACTLINE_TESTUTIL_LEAK") == "" {
+		return
+	}
+	block := make(chan struct{})
+	go func() { <-block }()
+}
+
+// TestMainFailsOnLeftGoroutines: a binary whose tests pass but leave a
+// goroutine running fails in Main, naming it.
+func TestMainFailsOnLeftGoroutines(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeftGoroutine$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FACTLINE_TESTUTIL_LEAK=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the leaking binary passed:\n%s", out)
+	}
+	if !strings.Contains(string(out), "goroutines left running") || !strings.Contains(string(out), "TestLeftGoroutine") {
+		t.Fatalf("the failure does not name the left goroutine:\n%s", out)
+	}
+}
