@@ -53,9 +53,9 @@ func schemaOf(t reflect.Type, seen map[reflect.Type]bool) any {
 	}
 	switch {
 	case t.Implements(schemerType):
-		return json.RawMessage(reflect.Zero(t).Interface().(Schemer).JSONSchema())
+		return reflect.Zero(t).Interface().(Schemer).JSONSchema()
 	case reflect.PointerTo(t).Implements(schemerType):
-		return json.RawMessage(reflect.New(t).Interface().(Schemer).JSONSchema())
+		return reflect.New(t).Interface().(Schemer).JSONSchema()
 	case t == decimalType:
 		// Amounts travel as JSON numbers (the contract); the decoder takes
 		// a decimal string too.

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 )
@@ -158,13 +157,10 @@ func sourceKey(ctx context.Context, t Target) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:20], nil
 }
 
-// GoTool is $GO, else go on the PATH, else the toolchain's own.
+// GoTool is $GO, else go (on the PATH).
 func GoTool() string {
 	if g := os.Getenv("GO"); g != "" {
 		return g
 	}
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "go"
 }

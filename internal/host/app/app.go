@@ -192,7 +192,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	var gw *manifest.Gateway
-	domain := base
+	var domain *manifest.Domain // built with the stored manifests below
 	// Hashed before reading, so an edit made meanwhile is reloaded.
 	manifestHash := sourcesHash(cfg)
 	if cfg.Manifest != "" {
@@ -200,10 +200,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway manifest: %w", err)
 		}
-		if gw, err = manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
+		// Checked here, before the store opens; buildModel builds it again with the stored manifests.
+		if _, err := manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
 			return nil, fmt.Errorf("gateway manifest:\n%w", err)
 		}
-		domain = manifest.MergeDomain(base, gw)
 	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
@@ -256,7 +256,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.closers = append(a.closers, func() { limiterParts.close() })
+	a.closers = append(a.closers, func() { _ = limiterParts.close() })
 
 	ledgers, pluginCheck, err := a.startPlugins(ctx, domain)
 	if err != nil {
@@ -496,7 +496,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	case <-ctx.Done():
 		a.cfg.Logger.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
 		err = a.Server.Shutdown(a.cfg.ShutdownTimeout)
-		<-served
+		<-served //nolint:errcheck // Shutdown's error is the one to report
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	if werr := a.Webhooks.Stop(sctx); werr != nil {

@@ -77,19 +77,6 @@ func (n number) isZero() bool {
 	return n.m == 0
 }
 
-func (n number) sign() int {
-	if n.b != nil {
-		return n.b.Sign()
-	}
-	switch {
-	case n.m < 0:
-		return -1
-	case n.m > 0:
-		return 1
-	}
-	return 0
-}
-
 var bigTen = big.NewInt(10)
 
 func bigPow10(k int32) *big.Int {
