@@ -1,7 +1,14 @@
 // Package app wires Factline's parts into a running server from a Config:
 // the store (Postgres when a database URL is given, else the embedded SQLite
-// file), the platform, authentication and the HTTP gateway. cmd/factline
-// only parses flags into a Config; tests start the same App in-process.
+// file), the platform and its ledgers, authentication, idempotency, rate
+// limits (ratelimit: Redis or in process), tracing (OTLP or off), the
+// plugin runtime and manager (wasm, pluginhost), the stream's metrics and
+// lag history, subscriptions, projections (projector on the projection
+// engine), webhooks, the OpenAPI document, the operator console, the
+// Prometheus registry and the HTTP gateway, plus manifest reload. The
+// logger comes in the Config (cmd/factline batches it with logbuf).
+// cmd/factline only parses flags into a Config; tests start the same App
+// in-process.
 package app
 
 import (

@@ -16,7 +16,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Prefixes fixed by the contract.
+// Prefixes fixed by the contract (README.md, "The platform API").
 const (
 	Entity  = "ent"
 	Fact    = "fct"

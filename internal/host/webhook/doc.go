@@ -30,5 +30,6 @@
 // Service is the entry point: New, RegisterConfigType, Mount, Start, Stop,
 // Collectors; ReplayStored and DeadLettersStored serve `factline webhooks`
 // (cmd/factline), which runs no Service. README.md documents the
-// endpoints, the payload options and the choices the contract leaves open.
+// endpoints, the payload options and the choices the contract leaves open;
+// "the contract" in this package is what that README states.
 package webhook
