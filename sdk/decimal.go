@@ -253,7 +253,7 @@ func (d Decimal) Cmp(e Decimal) int {
 		return 0
 	}
 	a, b := d, e
-	c := 0
+	var c int
 	if align(&a, &b) {
 		c = cmpMag(a, b)
 	} else if a.scale > d.scale {

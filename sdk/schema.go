@@ -53,11 +53,11 @@ func schemaOf(t reflect.Type, seen map[reflect.Type]bool) any {
 	}
 	switch {
 	case t.Implements(schemerType):
-		return json.RawMessage(reflect.Zero(t).Interface().(Schemer).JSONSchema())
+		return reflect.Zero(t).Interface().(Schemer).JSONSchema()
 	case reflect.PointerTo(t).Implements(schemerType):
-		return json.RawMessage(reflect.New(t).Interface().(Schemer).JSONSchema())
+		return reflect.New(t).Interface().(Schemer).JSONSchema()
 	case t == decimalType:
-		// Amounts travel as JSON numbers (the contract); the decoder takes
+		// Amounts travel as JSON numbers (README.md, "The platform API"); the decoder takes
 		// a decimal string too.
 		return schema{"type": "number", "format": "decimal"}
 	case t == rawType:

@@ -18,7 +18,7 @@ type Earn struct {
 	Worth  sdk.Decimal       `json:"worth,omitempty"`
 	Extra  map[string]string `json:"extra,omitempty"`
 	Source *Source           `json:"source,omitempty"`
-	secret string
+	secret string            //nolint:unused // an unexported field the schema must leave out
 }
 
 // Source is nested in Earn.
@@ -76,7 +76,7 @@ func ExampleSchemaOf() {
 }
 
 // points is a Schemer: its JSON form is a bare integer.
-type points struct{ n int }
+type points struct{ n int } //nolint:unused // its schema comes from JSONSchema, not its fields
 
 func (points) JSONSchema() json.RawMessage { return json.RawMessage(`{"type":"integer","minimum":0}`) }
 

@@ -118,7 +118,8 @@ func shellWords(line string, vars map[string]string) (words []string, comment st
 		inWord = false
 	}
 	expand := func(s string, i int) (int, error) { // s[i] == '$'
-		name, end := "", i+1
+		var name string
+		end := i + 1
 		if end < len(s) && s[end] == '{' {
 			j := strings.IndexByte(s[end:], '}')
 			if j < 0 {

@@ -4,6 +4,7 @@
 //	factline keys    create, list and revoke API keys
 //	factline check   check manifests and report every problem
 //	factline migrate apply or list schema migrations
+//	factline webhooks replay, list, pause and resume webhook deliveries
 //	factline version print the version
 //
 // Every flag can also be set through FACTLINE_<FLAG> (dashes become
@@ -18,8 +19,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
-	"github.com/factline/factline/internal/host/webhook"
 )
 
 // exitUsage is the exit code of a command-line mistake.
@@ -39,7 +38,7 @@ var commands = []command{
 	{"plugin", "check a plugin module against the plugin ABI (plugin test FILE.wasm)", runPlugin},
 	{"migrate", "apply or list the store's schema migrations (migrate up|status)", runMigrate},
 	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
-	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", webhook.RunCLI},
+	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", runWebhooks},
 	{"probe", "exit 0 when a URL (default http://127.0.0.1:8080/ready) answers 200, for container health checks", runProbe},
 	{"version", "print the version", runVersion},
 }

@@ -70,6 +70,6 @@ func printMigrations(w io.Writer, st []store.MigrationStatus) {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Version, s.Name, status, at)
 	}
-	tw.Flush()
+	_ = tw.Flush() // as the Fprintf calls around it: output to the terminal
 	fmt.Fprintf(w, "%d applied, %d pending\n", len(st)-pending, pending)
 }

@@ -67,9 +67,6 @@ func load(t *testing.T, h *Host, name string) *Plugin {
 // decideInput is a decide call of the test ledger.
 func decideInput(command, input string) abi.DecideInput { return wasmtest.DecideInput(command, input) }
 
-// handleInput is a handle call of the test subscription.
-func handleInput() abi.HandleInput { return wasmtest.HandleInput() }
-
 // pluginVersion is result.plugin_version of a test ledger's deposit.
 func pluginVersion(t *testing.T, res abi.DecideResult) string {
 	t.Helper()

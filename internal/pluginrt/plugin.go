@@ -427,7 +427,7 @@ func (p *Plugin) shutdown() {
 // abiVersion calls factline_abi_version on a probe instance.
 func (p *Plugin) abiVersion(ctx context.Context, in *instance) (int32, error) {
 	ctx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
-	defer end()
+	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	f := in.mod.ExportedFunction(abi.ExportVersion)
 	res, err := f.Call(ctx)
 	if err != nil {
@@ -439,7 +439,7 @@ func (p *Plugin) abiVersion(ctx context.Context, in *instance) (int32, error) {
 // describe calls factline_describe on a probe instance.
 func (p *Plugin) describe(ctx context.Context, in *instance) (abi.Description, error) {
 	ctx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
-	defer end()
+	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	var d abi.Description
 	res, err := in.mod.ExportedFunction(abi.ExportDescribe).Call(ctx)
 	if err != nil {

@@ -62,7 +62,7 @@ func lockFile(path string) (unlock func(), err error) {
 		return nil, err
 	}
 	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file unlocks it anyway
 		f.Close()
 	}, nil
 }

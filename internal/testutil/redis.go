@@ -230,7 +230,7 @@ func startRedis() (srv *redisServer, err error) {
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			_ = stop() // err is the one to report
 		}
 	}()
 

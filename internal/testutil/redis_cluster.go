@@ -199,7 +199,7 @@ func startCluster(replicas int, nodeTimeout time.Duration) (_ *RedisClusterServe
 	c := &RedisClusterServer{replicas: map[string]string{}}
 	defer func() {
 		if err != nil {
-			c.stop()
+			_ = c.stop() // err is the one to report
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)

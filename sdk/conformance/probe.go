@@ -149,7 +149,7 @@ func (p *probe) callNoInput(ctx context.Context, export string) ([]uint64, error
 		return nil, fmt.Errorf("the module does not export %s", export)
 	}
 	cctx, end := pluginrt.CallBudget(ctx, p.timeout, p.wallCap)
-	defer end()
+	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	p.out.buf = p.out.buf[:0]
 	res, err := f.Call(cctx)
 	if err != nil {
@@ -186,7 +186,7 @@ func (p *probe) call(ctx context.Context, export string, input []byte) (abi.Stat
 		return 0, nil, err
 	}
 	cctx, end := pluginrt.CallBudget(ctx, p.timeout, p.wallCap)
-	defer end()
+	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	p.out.buf = p.out.buf[:0]
 	res, err := mod.ExportedFunction(abi.ExportAlloc).Call(cctx, uint64(len(input)))
 	if err != nil {

@@ -45,7 +45,8 @@ const (
 	HeaderAttempt       = "X-Svc-Attempt"
 )
 
-// DefaultTolerance is the contract's timestamp tolerance.
+// DefaultTolerance is the contract's timestamp tolerance
+// (internal/host/webhook/README.md).
 const DefaultTolerance = 300 * time.Second
 
 // DefaultRetention is how long delivery ids are remembered for

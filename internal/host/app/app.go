@@ -1,7 +1,14 @@
 // Package app wires Factline's parts into a running server from a Config:
 // the store (Postgres when a database URL is given, else the embedded SQLite
-// file), the platform, authentication and the HTTP gateway. cmd/factline
-// only parses flags into a Config; tests start the same App in-process.
+// file), the platform and its ledgers, authentication, idempotency, rate
+// limits (ratelimit: Redis or in process), tracing (OTLP or off), the
+// plugin runtime and manager (wasm, pluginhost), the stream's metrics and
+// lag history, subscriptions, projections (projector on the projection
+// engine), webhooks, the OpenAPI document, the operator console, the
+// Prometheus registry and the HTTP gateway, plus manifest reload. The
+// logger comes in the Config (cmd/factline batches it with logbuf).
+// cmd/factline only parses flags into a Config; tests start the same App
+// in-process.
 package app
 
 import (
@@ -192,7 +199,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	var gw *manifest.Gateway
-	domain := base
+	var domain *manifest.Domain // built with the stored manifests below
 	// Hashed before reading, so an edit made meanwhile is reloaded.
 	manifestHash := sourcesHash(cfg)
 	if cfg.Manifest != "" {
@@ -200,10 +207,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway manifest: %w", err)
 		}
-		if gw, err = manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
+		// Checked here, before the store opens; buildModel builds it again with the stored manifests.
+		if _, err := manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
 			return nil, fmt.Errorf("gateway manifest:\n%w", err)
 		}
-		domain = manifest.MergeDomain(base, gw)
 	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
@@ -256,7 +263,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.closers = append(a.closers, func() { limiterParts.close() })
+	a.closers = append(a.closers, func() { _ = limiterParts.close() })
 
 	ledgers, pluginCheck, err := a.startPlugins(ctx, domain)
 	if err != nil {
@@ -506,7 +513,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	case <-ctx.Done():
 		a.cfg.Logger.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
 		err = a.Server.Shutdown(a.cfg.ShutdownTimeout)
-		<-served
+		<-served //nolint:errcheck // Shutdown's error is the one to report
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	if werr := a.Webhooks.Stop(sctx); werr != nil {

@@ -194,7 +194,7 @@ func (t *connTracker) state(nc net.Conn, st fasthttp.ConnState) {
 		c.servedAgain = c.servedAgain || again
 		c.mu.Unlock()
 		if !again {
-			c.closeNow()
+			_ = c.closeNow()
 			return
 		}
 		go t.serveAgain(c)
@@ -204,7 +204,7 @@ func (t *connTracker) state(nc net.Conn, st fasthttp.ConnState) {
 // serveAgain serves a request that was waiting on a connection fasthttp
 // left between two requests during a shutdown, and closes it.
 func (t *connTracker) serveAgain(c *trackedConn) {
-	defer c.closeNow()
+	defer func() { _ = c.closeNow() }()
 	c.mu.Lock()
 	by := c.drainBy
 	c.mu.Unlock()
@@ -265,7 +265,7 @@ func (t *connTracker) closeSilent(grace time.Duration) int {
 	}
 	t.mu.Unlock()
 	for _, c := range silent {
-		c.closeNow()
+		_ = c.closeNow()
 	}
 	return len(silent)
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Prefixes fixed by the contract.
+// Prefixes fixed by the contract (README.md, "The platform API").
 const (
 	Entity  = "ent"
 	Fact    = "fct"
@@ -91,7 +91,7 @@ func Derive(prefix, parent string, parts ...string) string {
 		ms = binary.BigEndian.Uint64(sum[:8]) & (1<<48 - 1)
 	}
 	if err := u.SetTime(ms); err != nil {
-		u.SetTime(0)
+		_ = u.SetTime(0) // 0 is in range
 	}
 	copy(u[6:], sum[8:18])
 	return prefix + "_" + u.String()

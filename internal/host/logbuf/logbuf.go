@@ -68,7 +68,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	for !w.closed && len(w.buf) > 0 && len(w.buf)+len(p) > w.size {
 		w.mu.Unlock()
-		w.Flush()
+		_ = w.Flush() // an output error is kept for Flush's callers
 		w.mu.Lock()
 	}
 	if w.closed || len(p) >= w.size {
@@ -122,7 +122,7 @@ func (w *Writer) flushEvery(interval time.Duration) {
 		case <-w.stop:
 			return
 		case <-t.C:
-			w.Flush()
+			_ = w.Flush()
 		}
 	}
 }

@@ -136,7 +136,7 @@ func (c *checker) syntax(err error, src []byte) {
 	line, col := 0, 1
 	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
 		if i := strings.Index(rest, ":"); i > 0 {
-			fmt.Sscanf(rest[:i], "%d", &line)
+			_, _ = fmt.Sscanf(rest[:i], "%d", &line) // no number: line stays 0
 			msg = "YAML syntax error:" + rest[i+1:]
 			// yaml.v3 reports an unclosed flow collection at the line
 			// before the one that opens it.

@@ -1,7 +1,9 @@
 // Package platform implements the rules of Factline's three primitives,
 // entities, facts and configs, on top of a [store.Store]: validation against
 // the domain manifest, ledger decisions, tenant scoping, optimistic
-// concurrency and group-committed fact appends.
+// concurrency and group-committed fact appends. "The contract" in this
+// package is the API README.md states ("The platform API"); Refusal tells
+// its rule problems from failures.
 //
 // Every method takes the caller's tenant explicitly; nothing in this package
 // can read or write across tenants. User-facing failures are returned as

@@ -1,6 +1,7 @@
 // Package problem defines the RFC 7807 problem details every Factline error
 // becomes on the wire, and the catalogue of slugs, titles and statuses fixed
-// by the contract.
+// by the contract (README.md, "The platform API"; each slug is explained
+// at /errors/{slug}).
 //
 // Handlers and services return errors; one place (the HTTP error handler)
 // turns them into problems with [From], so no handler writes an error body

@@ -1,7 +1,8 @@
 // Package projection is the projection engine: it aggregates facts into
-// bucketed metrics from a declarative configuration (the contract is
-// shared/spec/projection-engine.md), and keeps them in a cached-state
-// manager, Redis or in-process memory.
+// bucketed metrics from a declarative configuration, and keeps them in a
+// cached-state manager, Redis or in-process memory. "The contract" in
+// this package is the configuration and query behaviour README.md
+// ("Projections") and this documentation state.
 //
 // # Use
 //

@@ -68,7 +68,7 @@ func (f Fact) MarshalJSON() ([]byte, error) {
 		Timestamp int64          `json:"timestamp"`
 		Data      map[string]any `json:"data"`
 	}
-	return json.Marshal(wire{f.ID, f.Type, f.Subtype, f.Timestamp, f.Data})
+	return json.Marshal(wire(f))
 }
 
 // UnmarshalJSON decodes with FactFromJSON.

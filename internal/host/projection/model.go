@@ -226,22 +226,6 @@ func (m *model) bucketCount() int {
 	return n
 }
 
-func (m *model) clone() *model {
-	c := &model{wm: slices.Clone(m.wm), del: slices.Clone(m.del), through: m.through}
-	for _, l := range m.levels {
-		nl := newLevelStore()
-		for mem, e := range l.m {
-			nl.m[mem] = &entry{score: e.score, c: e.c.clone()}
-		}
-		nl.scores = slices.Clone(l.scores)
-		for sc, mems := range l.at {
-			nl.at[sc] = slices.Clone(mems)
-		}
-		c.levels = append(c.levels, nl)
-	}
-	return c
-}
-
 // loaded is what a query read: buckets, or one aggregated cell.
 type loaded struct {
 	buckets []loadedBucket

@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
-
-	"github.com/shopspring/decimal"
 )
 
 // Numbers are exact decimals: mantissa × 10^-scale with scale >= 0. Small
@@ -75,19 +73,6 @@ func (n number) isZero() bool {
 		return n.b.Sign() == 0
 	}
 	return n.m == 0
-}
-
-func (n number) sign() int {
-	if n.b != nil {
-		return n.b.Sign()
-	}
-	switch {
-	case n.m < 0:
-		return -1
-	case n.m > 0:
-		return 1
-	}
-	return 0
 }
 
 var bigTen = big.NewInt(10)
@@ -238,19 +223,31 @@ func (n number) appendSmall(dst []byte) []byte {
 // jsonNumber renders n as a json.Number.
 func (n number) jsonNumber() json.Number { return json.Number(n.String()) }
 
-func (n number) decimal() decimal.Decimal {
-	return decimal.NewFromBigInt(n.bigMant(), -n.scale)
-}
-
 // divInt returns n/d rounded to avgScale digits after the point (half away
 // from zero).
 func (n number) divInt(d int64) number {
 	if q, ok := n.divIntFast(d); ok {
 		return q
 	}
-	q := n.decimal().DivRound(decimal.NewFromInt(d), avgScale)
-	return normalizeBig(new(big.Int).Set(q.Coefficient()), -q.Exponent()).fixScale()
+	// mant × 10^-scale / d at avgScale: mant × 10^(avgScale-scale) / d.
+	num, den := new(big.Int).Set(n.bigMant()), big.NewInt(d)
+	if k := avgScale - n.scale; k >= 0 {
+		num.Mul(num, bigPow10(k))
+	} else {
+		den.Mul(den, bigPow10(-k))
+	}
+	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
+	if r.Sign() != 0 && new(big.Int).Abs(r.Lsh(r, 1)).CmpAbs(den) >= 0 {
+		if num.Sign() == den.Sign() {
+			q.Add(q, bigOne)
+		} else {
+			q.Sub(q, bigOne)
+		}
+	}
+	return normalizeBig(q, avgScale).fixScale()
 }
+
+var bigOne = big.NewInt(1)
 
 // fixScale turns a negative scale (an exponent) into a scale of zero.
 func (n number) fixScale() number {

@@ -113,7 +113,7 @@ func (r *RedisState) blobTx(ctx context.Context, k rkeys, s *schema, create bool
 		raw, berr := blobC.Bytes()
 		switch {
 		case version == "" && berr == nil:
-			version = "1"
+			// A blob without meta: version 1, written before meta existed.
 		case version == "":
 			v, err := r.detectVersion(ctx, k)
 			if err != nil {

@@ -69,7 +69,7 @@ func (e *Engine) Verify(ctx context.Context, projectionKey string, q QueryOption
 	}
 	// Compute every level from source over the span the plan reads.
 	m := newModel(e.s)
-	lo, hi := int64(maxTime+1), int64(minTime)
+	lo, hi := maxTime+1, minTime
 	for _, r := range plan {
 		lo, hi = min(lo, r.lo), max(hi, r.hi)
 	}

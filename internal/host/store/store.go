@@ -47,7 +47,8 @@ var (
 	ErrSecretKeyMismatch = errors.New("webhook secrets are encrypted with another key")
 )
 
-// Slot counts fixed by the contract's stored entity row.
+// Slot counts fixed by the contract's stored entity row (README.md,
+// "Adding an entity type at runtime").
 const (
 	StringSlots = 10 // ix_s_1 .. ix_s_10
 	NumberSlots = 5  // ix_n_1 .. ix_n_5

@@ -123,9 +123,9 @@ func (g *Group) Join(ctx context.Context, c *Consumer) error {
 	m := &member{log: log, dropped: make(chan int64, 1)}
 	defer g.leave(c)
 	for {
-		var joined bool
-		pos, joined = c.follow(ctx, log, pos, func(ctx context.Context, p int64) bool { return g.attach(ctx, c, m, p) })
-		if !joined {
+		// A member resumes from where the group dropped it, not from
+		// where follow stopped.
+		if _, joined := c.follow(ctx, log, pos, func(ctx context.Context, p int64) bool { return g.attach(ctx, c, m, p) }); !joined {
 			return nil // ctx ended
 		}
 		select {

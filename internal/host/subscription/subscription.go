@@ -23,7 +23,6 @@ import (
 	"github.com/factline/factline/internal/host/id"
 	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/platform"
-	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/stream"
 	"github.com/factline/factline/internal/host/wasm"
@@ -200,13 +199,13 @@ func (r *Runner) deliver(ctx context.Context, sub manifest.Subscription, f *stor
 			ID: ActionFactID(f.ID, sub.Name, i), EntityID: a.EntityID, Type: a.Type, Subtype: a.Subtype,
 			Data: data, SourceID: f.ID, TraceID: f.TraceID,
 		})
-		var pe *problem.Error
+		pe, refused := platform.Refusal(err)
 		switch {
 		case err == nil:
 			r.applied.WithLabelValues(sub.Name).Inc()
 		case errors.Is(err, platform.ErrDuplicateFact):
 			// Applied by an earlier delivery of the same fact.
-		case errors.As(err, &pe) && pe.Kind.Status < 500:
+		case refused:
 			r.log.Warn("subscription action refused", "subscription", sub.Name, "fact", f.ID, "action", i, "status", pe.Kind.Status, "detail", pe.Detail)
 			r.skipped.WithLabelValues(sub.Name, pe.Kind.Slug).Inc()
 		default:

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +15,7 @@ import (
 
 	"github.com/factline/factline/internal/host/auth"
 	"github.com/factline/factline/internal/host/gateway"
-	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
-	"github.com/factline/factline/internal/host/store/sqlite"
 )
 
 // api is the gateway with the webhook service wired the way internal/host/app
@@ -210,79 +207,4 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 		t.Fatalf("metrics: %d %s", w.Code, w.Body)
 	}
 	return w.Body.String()
-}
-
-// factline webhooks replay / dead-letters / resume against the embedded
-// store in a data dir.
-func TestCLI(t *testing.T) { // not parallel: it sets an environment variable
-	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "factline.db"), sqlite.Options{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e := newEnvOn(t, "sqlite", st, func(int, *http.Request) (int, map[string]string, string) { return http.StatusGone, nil, "" })
-	cfg := e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
-	e.start()
-	e.deal("deal-1")
-	e.emit("deal-1", "deal_won", nil)
-	id := e.waitDeliveries(1)[0].DeliveryID
-	e.waitRow(id, "dead", func(r *store.OutboxRow) bool { return r.Status == store.OutboxDead })
-
-	run := func(args ...string) (string, string, error) {
-		var out, errOut bytes.Buffer
-		err := RunCLI(t.Context(), args, &out, &errOut)
-		return out.String(), errOut.String(), err
-	}
-	t.Setenv("FACTLINE_DATA_DIR", dir) // flags fall back to FACTLINE_<FLAG>
-	out, _, err := run("dead-letters", "--tenant", tenantA)
-	if err != nil || !strings.Contains(out, id) || !strings.Contains(out, "GONE") {
-		t.Fatalf("dead-letters: %v\n%s", err, out)
-	}
-	if _, _, err := run("replay", "--tenant", tenantA); err == nil {
-		t.Error("replay without ids or --all: nil error")
-	}
-	if _, _, err := run("replay"); err == nil {
-		t.Error("replay without --tenant: nil error")
-	}
-	if _, stderr, err := run("replay", "--tenant", tenantA, "del_nope"); err == nil || !strings.Contains(stderr, "not found") {
-		t.Errorf("replay of an unknown delivery: %v %s", err, stderr)
-	}
-	out, _, err = run("replay", "--tenant", tenantA, "--all")
-	if err != nil || !strings.Contains(out, "replayed "+id) || !strings.Contains(out, "paused") {
-		t.Fatalf("replay --all: %v\n%s", err, out)
-	}
-	e.rc.setRespond(nil)
-	out, _, err = run("resume", "--tenant", tenantA, cfg.ID)
-	if err != nil || !strings.Contains(out, "resumed") {
-		t.Fatalf("resume: %v %s", err, out)
-	}
-	if _, _, err := run("resume", "--tenant", tenantA, cfg.ID); err == nil || !strings.Contains(err.Error(), "not paused") {
-		t.Errorf("resume of a config that is not paused: %v", err)
-	}
-	if out, _, err := run("pause", "--tenant", tenantA, cfg.ID); err != nil || !strings.Contains(out, "paused "+cfg.ID) {
-		t.Fatalf("pause: %v %s", err, out)
-	}
-	if p, err := st.GetWebhookPause(t.Context(), tenantA, cfg.ID); err != nil || p.Reason != PauseReasonManual {
-		t.Fatalf("pause recorded: %+v %v", p, err)
-	}
-	if _, _, err := run("pause", "--tenant", tenantA, cfg.ID); err == nil || !strings.Contains(err.Error(), "paused already") {
-		t.Errorf("pause twice: %v", err)
-	}
-	if _, _, err := run("pause", "--tenant", tenantA, "cfg_nope"); err == nil || !strings.Contains(err.Error(), "not found") {
-		t.Errorf("pause of an unknown config: %v", err)
-	}
-	if out, _, err := run("resume", "--tenant", tenantA, cfg.ID); err != nil || !strings.Contains(out, "resumed") {
-		t.Fatalf("resume after pause: %v %s", err, out)
-	}
-	e.clock.Set(time.Now().Add(time.Minute)) // the CLI replays at wall-clock time
-	notify(e.svc.dl.kick)
-	e.waitRow(id, "sent after the CLI replay", func(r *store.OutboxRow) bool { return r.Status == store.OutboxSent })
-	facts := auditFacts(t, st, tenantA)
-	if last := facts[len(facts)-1]; last.Subtype != "sent" || facts[len(facts)-2].Subtype != "webhook_replayed" {
-		t.Errorf("facts end with %s, %s", facts[len(facts)-2].Subtype, last.Subtype)
-	}
-	if _, stderr, err := run("nope"); err == nil || !strings.Contains(stderr, "Usage") {
-		t.Errorf("unknown command: %v", err)
-	}
 }

@@ -28,6 +28,8 @@
 //     followed; response bodies are read up to a cap.
 //
 // Service is the entry point: New, RegisterConfigType, Mount, Start, Stop,
-// Collectors, and RunCLI for `factline webhooks`. README.md documents the
-// endpoints, the payload options and the choices the contract leaves open.
+// Collectors; ReplayStored and DeadLettersStored serve `factline webhooks`
+// (cmd/factline), which runs no Service. README.md documents the
+// endpoints, the payload options and the choices the contract leaves open;
+// "the contract" in this package is what that README states.
 package webhook

@@ -122,14 +122,17 @@ type replayData struct {
 // signature timestamp, due now, and a lifecycle.webhook_replayed fact, in
 // one transaction.
 func (s *Service) Replay(ctx context.Context, tenant, deliveryID string) (*ReplayView, error) {
-	v, err := replay(ctx, s.st, s.clock.Now(), tenant, deliveryID)
+	v, err := ReplayStored(ctx, s.st, s.clock.Now(), tenant, deliveryID)
 	if err == nil {
 		notify(s.dl.kick)
 	}
 	return v, err
 }
 
-func replay(ctx context.Context, st store.Store, now time.Time, tenant, deliveryID string) (*ReplayView, error) {
+// ReplayStored is Replay on st at now, for a process that runs no Service
+// (factline webhooks replay): a running Service's workers find the
+// delivery due at their next poll.
+func ReplayStored(ctx context.Context, st store.Store, now time.Time, tenant, deliveryID string) (*ReplayView, error) {
 	row, err := st.GetOutbox(ctx, tenant, deliveryID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, problem.Newf(problem.NotFound, "Delivery %s not found", deliveryID)
@@ -247,10 +250,12 @@ type DeadLetterPage struct {
 
 // DeadLetters lists the tenant's dead deliveries, optionally of one config.
 func (s *Service) DeadLetters(ctx context.Context, tenant, configID, cursor string, limit int) (*DeadLetterPage, error) {
-	return deadLetters(ctx, s.st, tenant, configID, cursor, limit)
+	return DeadLettersStored(ctx, s.st, tenant, configID, cursor, limit)
 }
 
-func deadLetters(ctx context.Context, st store.Store, tenant, configID, cursor string, limit int) (*DeadLetterPage, error) {
+// DeadLettersStored is DeadLetters on st, for a process that runs no
+// Service (factline webhooks dead-letters).
+func DeadLettersStored(ctx context.Context, st store.Store, tenant, configID, cursor string, limit int) (*DeadLetterPage, error) {
 	limit, err := platform.PageLimit(limit)
 	if err != nil {
 		return nil, err
@@ -481,7 +486,7 @@ func (s *Service) ReplayAll(ctx context.Context, tenant, configID string) (*Bulk
 		rows, v.HasMore = rows[:maxBulkReplay], true
 	}
 	for _, r := range rows {
-		one, err := replay(ctx, s.st, s.clock.Now(), tenant, r.DeliveryID)
+		one, err := ReplayStored(ctx, s.st, s.clock.Now(), tenant, r.DeliveryID)
 		var pe *problem.Error
 		switch {
 		case errors.As(err, &pe):

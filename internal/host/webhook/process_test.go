@@ -338,7 +338,7 @@ func TestCrashRecoverySIGKILL(t *testing.T) {
 				t.Errorf("delivery %s reached the receiver %d times with one attempt recorded", r.DeliveryID, k)
 			}
 		}
-		if int(r.Attempt) != len(recs) {
+		if r.Attempt != len(recs) {
 			t.Errorf("delivery %s: outbox attempt %d, %d records", r.DeliveryID, r.Attempt, len(recs))
 		}
 	}

@@ -87,7 +87,7 @@ func TestLoopbackRefusedWithoutAllowList(t *testing.T) {
 // requested.
 func TestRedirectNotFollowed(t *testing.T) {
 	t.Parallel()
-	var e *env
+	var e *env //nolint:staticcheck // S1021: the handler below refers to e
 	e = newEnv(t, "sqlite", func(n int, r *http.Request) (int, map[string]string, string) {
 		if r.URL.Path == "/hook" {
 			return http.StatusFound, map[string]string{"Location": "/elsewhere"}, ""

@@ -239,7 +239,7 @@ func TestSecretRotation(t *testing.T) {
 		id := it.Outbox.DeliveryID
 		row := e.waitRow(id, "attempt 2 of the late v1 delivery", func(r *store.OutboxRow) bool { return r.Attempt == 2 })
 		e.clock.Set(time.UnixMilli(row.NextAttemptAt).Add(time.Minute))
-		row = e.waitRow(id, "dead", func(r *store.OutboxRow) bool { return r.Status == store.OutboxDead })
+		e.waitRow(id, "dead", func(r *store.OutboxRow) bool { return r.Status == store.OutboxDead })
 		recs := checkInvariants(t, e.st, tenantA, nil)[id]
 		if last := recs[len(recs)-1]; last.str("error_code") != CodeSecretNotFound || last.str("error_type") != ErrorTerminal {
 			t.Errorf("after expiry: %v", last.data)

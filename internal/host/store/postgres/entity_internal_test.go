@@ -40,7 +40,7 @@ func TestScanEntityWire(t *testing.T) {
 			Metadata: json.RawMessage(`{"m":true}`), State: json.RawMessage(`{"balance":"10.25"}`), Slots: full,
 			CreatedAt: math.MaxInt64, UpdatedAt: -5},
 		{TenantID: "t", ID: "some", Type: "asset", Data: json.RawMessage(`{"a":1}`), State: json.RawMessage(`[]`),
-			Slots: store.Slots{S: [store.StringSlots]*string{2: str("")}, N: [store.NumberSlots]*float64{4: num(-0.0)}}},
+			Slots: store.Slots{S: [store.StringSlots]*string{2: str("")}, N: [store.NumberSlots]*float64{4: num(math.Copysign(0, -1))}}},
 	}
 	for _, e := range entities {
 		if err := s.CreateEntity(ctx, e); err != nil {

@@ -220,14 +220,6 @@ func nullString(s string) *string {
 	return &s
 }
 
-// fromNull maps NULL to "".
-func fromNull(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 // nullJSON maps absent JSON to NULL. The value is sent as text and cast to
 // jsonb by the statement.
 func nullJSON(j json.RawMessage) *string {

@@ -2,18 +2,14 @@
 // for tests and benchmarks: small plugins written against the ABI by hand
 // (a ledger, a subscription, and deliberately broken ones).
 //
-// Builds are cached under the temporary directory, keyed by a hash of
-// every guest source, the ABI package and the Go version, so repeated test
-// runs do not rebuild; at most two builds run at once.
+// Builds go through internal/wasmbuild, the cache conformance.Build uses
+// too, so repeated test runs do not rebuild.
 package wasmtest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +17,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/factline/factline/internal/wasmbuild"
 )
 
 // Guest is one build: a directory under testdata/guests, extra linker
@@ -47,63 +44,12 @@ func root() (string, error) {
 	return filepath.Dir(filepath.Dir(file)), nil
 }
 
-var (
-	keyOnce sync.Once
-	key     string
-	keyErr  error
-)
-
-// sourceKey hashes every input of a build: the guests and their kit, the
-// ABI package and the Go toolchain's version. (The guests use nothing
-// else, so changes to go.mod do not rebuild them.)
-func sourceKey(ctx context.Context, wasmDir string) (string, error) {
-	keyOnce.Do(func() {
-		h := sha256.New()
-		out, err := exec.CommandContext(ctx, goTool(), "version").Output()
-		if err != nil {
-			keyErr = fmt.Errorf("wasmtest: go version: %w", err)
-			return
-		}
-		h.Write(out)
-		modRoot := filepath.Dir(filepath.Dir(filepath.Dir(wasmDir))) // internal/host/wasm
-		for _, dir := range []string{filepath.Join(wasmDir, "testdata", "guests"), filepath.Join(modRoot, "sdk", "abi")} {
-			err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-				if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
-					return err
-				}
-				b, err := os.ReadFile(path)
-				if err != nil {
-					return err
-				}
-				rel, _ := filepath.Rel(modRoot, path)
-				fmt.Fprintf(h, "%s %d\n", rel, len(b))
-				h.Write(b)
-				return nil
-			})
-			if err != nil {
-				keyErr = fmt.Errorf("wasmtest: hash sources: %w", err)
-				return
-			}
-		}
-		key = hex.EncodeToString(h.Sum(nil))[:24]
-	})
-	return key, keyErr
-}
-
-// Build builds the guests (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared)
-// or finds them in the cache, and returns the paths of the .wasm files in
-// the order given.
+// Build builds the guests (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared,
+// stripped) or finds them in the cache, and returns the paths of the
+// .wasm files in the order given.
 func Build(ctx context.Context, guests ...Guest) ([]string, error) {
 	wasmDir, err := root()
 	if err != nil {
-		return nil, err
-	}
-	k, err := sourceKey(ctx, wasmDir)
-	if err != nil {
-		return nil, err
-	}
-	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-guests")
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return nil, err
 	}
 	for _, gu := range guests {
@@ -113,48 +59,19 @@ func Build(ctx context.Context, guests ...Guest) ([]string, error) {
 	}
 	paths := make([]string, len(guests))
 	var g errgroup.Group
-	g.SetLimit(2)
+	g.SetLimit(4) // go list for the keys; the builds themselves take wasmbuild's slots
 	for i, gu := range guests {
-		fh := sha256.Sum256([]byte(k + "\x00" + gu.Name + "\x00" + gu.LDFlags + "\x00" + gu.Tags))
-		paths[i] = filepath.Join(cacheDir, gu.Name+"-"+hex.EncodeToString(fh[:8])+".wasm")
-		if _, err := os.Stat(paths[i]); err == nil {
-			continue
-		}
-		g.Go(func() error { return build(ctx, wasmDir, gu, paths[i]) })
+		g.Go(func() error {
+			p, err := wasmbuild.Build(ctx, wasmbuild.Target{Dir: wasmDir, Package: "./testdata/guests/" + gu.Name,
+				LDFlags: "-s -w " + gu.LDFlags, Tags: gu.Tags})
+			if err != nil {
+				return fmt.Errorf("wasmtest: guest %s: %w", gu.Name, err)
+			}
+			paths[i] = p
+			return nil
+		})
 	}
 	return paths, g.Wait()
-}
-
-func build(ctx context.Context, wasmDir string, g Guest, out string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".build-*.wasm")
-	if err != nil {
-		return err
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-o", tmp.Name(), "-ldflags=-s -w " + g.LDFlags}
-	if g.Tags != "" {
-		args = append(args, "-tags="+g.Tags)
-	}
-	args = append(args, "./testdata/guests/"+g.Name)
-	cmd := exec.CommandContext(ctx, goTool(), args...)
-	cmd.Dir = wasmDir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("wasmtest: build guest %s: %v\n%s", g.Name, err, b)
-	}
-	return os.Rename(tmp.Name(), out)
-}
-
-// goTool is $GO, else go on the PATH, else the toolchain's own.
-func goTool() string {
-	if g := os.Getenv("GO"); g != "" {
-		return g
-	}
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // Read reads the built guests, in order.
@@ -186,7 +103,7 @@ func Precompile(ctx context.Context, dir string, deadline bool, paths ...string)
 	// in another directory.
 	v := wazeroVersion()
 	bin := filepath.Join(os.TempDir(), "factline-wasm-precompile-"+v)
-	build := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-o", bin,
+	build := exec.CommandContext(ctx, wasmbuild.GoTool(), "build", "-trimpath", "-o", bin,
 		"-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version="+v, "./wasmtest/precompile")
 	build.Dir = wasmDir
 	build.Env = append(withoutRace(os.Environ()), "CGO_ENABLED=0")

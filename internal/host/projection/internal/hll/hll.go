@@ -356,7 +356,7 @@ func (s *Sketch) RedisSparse() []byte {
 		for i+run < Registers && run < 4 && s.Register(i+run) == r {
 			run++
 		}
-		b = append(b, 0x80|byte(r-1)<<2|byte(run-1))
+		b = append(b, 0x80|(r-1)<<2|byte(run-1))
 		i += run
 	}
 	flushZeros()

@@ -1,13 +1,13 @@
 //go:build !unix
 
-package conformance
+package wasmbuild
 
 import (
 	"context"
 )
 
 // Without flock, the limit holds within the process only.
-var slots = make(chan struct{}, BuildSlots)
+var slots = make(chan struct{}, Slots)
 
 func lockSlot(ctx context.Context) (func(), error) {
 	select {

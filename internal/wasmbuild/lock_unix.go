@@ -1,6 +1,6 @@
 //go:build unix
 
-package conformance
+package wasmbuild
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 )
 
 // lockSlot takes one of the machine-wide build slots: an exclusive flock
-// on one of BuildSlots lock files, polled while every slot is taken.
+// on one of Slots lock files, polled while every slot is taken.
 func lockSlot(ctx context.Context) (func(), error) {
 	for {
-		for i := range BuildSlots {
-			f, err := os.OpenFile(filepath.Join(BuildCacheDir(), fmt.Sprintf("slot-%d.lock", i)), os.O_CREATE|os.O_RDWR, 0o644)
+		for i := range Slots {
+			f, err := os.OpenFile(filepath.Join(CacheDir(), fmt.Sprintf("slot-%d.lock", i)), os.O_CREATE|os.O_RDWR, 0o644)
 			if err != nil {
 				return nil, err
 			}
