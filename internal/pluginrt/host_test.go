@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/internal/testutil"
+	"github.com/factline/factline/internal/testutil/wait"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -278,7 +278,7 @@ func TestTrapHammer(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, what, cond)
+	wait.Eventually(t, 30*time.Second, what, cond)
 }
 
 // TestInfiniteLoopStoppedAtDeadline: a guest that never returns is

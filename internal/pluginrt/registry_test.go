@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/factline/factline/internal/testutil"
+	"github.com/factline/factline/internal/testutil/wait"
 )
 
 func newRegistry(t *testing.T, opts Options) *Registry {
@@ -94,7 +94,7 @@ func TestInstallUnderLoad(t *testing.T) {
 			t.Errorf("swap %d: Get returned %v, installed %v", i, cur, p)
 		}
 		// Calls reach each version before the next swap.
-		testutil.Eventually(t, 30*time.Second, "calls on "+name, func() bool { return v.Load() > before || failed.Load() > 0 })
+		wait.Eventually(t, 30*time.Second, "calls on "+name, func() bool { return v.Load() > before || failed.Load() > 0 })
 	}
 	close(stop)
 	wg.Wait()
