@@ -616,6 +616,9 @@ func intoPath(rng *rand.Rand, r wireReq, junk string) wireReq {
 // mutation class (each a subtest) from a seeded generator, plus the valid
 // requests themselves. Set FACTLINE_HTTPFUZZ_SEED to replay another seed.
 func TestHTTPFuzzWriteEndpoints(t *testing.T) {
+	// Beside one other test at most (-parallel is the core count); its
+	// backends run one after the other, each request within answerBound.
+	t.Parallel()
 	const perClass = 40
 	t.Logf("seed %d", fuzzSeed)
 	for _, backend := range teststore.Backends {
