@@ -77,6 +77,7 @@ func commandGateway(t *testing.T, dir, method, entity, command string) string {
 // good route passes without a warning. A second run finds the compiled
 // plugin in the cache.
 func TestCheckCommandRoutesAgainstBuiltinPlugins(t *testing.T) {
+	t.Parallel()
 	bin := embeddedBinary(t)
 	cache := t.TempDir()
 	for _, tc := range []struct {
@@ -109,6 +110,7 @@ func TestCheckCommandRoutesAgainstBuiltinPlugins(t *testing.T) {
 // commands of a ledger not built in; without it the route is a warning
 // line (checked at serve time) and the exit status stays 0.
 func TestCheckCommandRoutesWithPluginFlag(t *testing.T) {
+	t.Parallel()
 	points, err := conformance.Build(context.Background(), "../../sdk/conformance/testdata/points")
 	if err != nil {
 		t.Fatal(err)

@@ -249,8 +249,10 @@ func TestEmbeddedStartsFast(t *testing.T) {
 }
 
 func TestRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			var storeArgs []string
 			if backend == "postgres" {
 				// Local state (the webhook key file) goes to a temp dir too.
@@ -302,6 +304,7 @@ func TestRestartKeepsData(t *testing.T) {
 }
 
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
@@ -330,6 +333,7 @@ func TestCLIErrors(t *testing.T) {
 }
 
 func TestCheckCommand(t *testing.T) {
+	t.Parallel()
 	stdout, _, code := cli(t, nil, "check", domainManifest(t))
 	if code != 0 || !strings.Contains(stdout, "ok") {
 		t.Fatalf("valid manifest: %d %s", code, stdout)
@@ -356,6 +360,7 @@ func TestCheckCommand(t *testing.T) {
 // TestCheckLocatesEveryProblem: files the YAML parser cannot read, empty
 // files and second documents are problems at a line and column, exit 1.
 func TestCheckLocatesEveryProblem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, src, want string
@@ -379,6 +384,7 @@ func TestCheckLocatesEveryProblem(t *testing.T) {
 }
 
 func TestEnvironmentConfiguresFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, stderr, code := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "create", "--tenant", "envt")
 	if code != 0 {
@@ -441,6 +447,7 @@ func TestHotReload(t *testing.T) {
 }
 
 func TestOpenAPICommand(t *testing.T) {
+	t.Parallel()
 	man, _ := filepath.Abs("../../manifests/gateway.yaml")
 	stdout, stderr, code := cli(t, nil, "openapi", "--manifest", man)
 	var doc map[string]any
@@ -461,6 +468,7 @@ func TestOpenAPICommand(t *testing.T) {
 // TestShippedManifestsAreValid: every manifest in manifests/ and examples/
 // passes factline check.
 func TestShippedManifestsAreValid(t *testing.T) {
+	t.Parallel()
 	var files []string
 	for _, glob := range []string{"../../manifests/*.yaml", "../../examples/*/*.yaml"} {
 		m, _ := filepath.Glob(glob)
@@ -582,6 +590,7 @@ func TestPluginTestInputFeedsReplay(t *testing.T) {
 // over the built-in one as serve does; a conflict is a problem at the
 // layer's file:line:col, and a gateway manifest may use the added types.
 func TestCheckLayersDomainManifests(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	claims := filepath.Join(dir, "claims.yaml")
 	os.WriteFile(claims, []byte("name: claims\nversion: \"1\"\nentities:\n  claim:\n    ledger: generic\n    fields:\n      status: {type: string, required: true, storage: ix_s_1}\n    facts: [opened]\n"), 0o644)

@@ -19,6 +19,11 @@ import (
 	"github.com/factline/factline/internal/testutil"
 )
 
+// Tests that start their own app on their own store, Redis database and
+// temporary directory run in parallel (t.Parallel). Tests that bound a
+// wall-clock time, a Redis call's 100 ms, the process's memory, or a
+// plugin poll's timing run alone, so that other tests' load cannot break
+// them.
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 const routes = `name: t

@@ -77,6 +77,7 @@ func TestWatchedDomainDirectoryAddsAnEntityType(t *testing.T) {
 // field with data, remove a fact type in use or name a missing ledger are
 // refused whole with file:line:col problems; the old model keeps serving.
 func TestRefusedDomainChangeKeepsTheOldModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	layer := filepath.Join(dir, "claims.yaml")
 	writeAtomic(t, layer, claimsLayer)
@@ -275,6 +276,7 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 // TestDomainAdminAPI: installing, refusing, listing and removing domain
 // manifests through the operator's admin API.
 func TestDomainAdminAPI(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
 	claims := strings.Replace(claimsLayer, "name: claims", "name: claims-api", 1)
 	if code, body := l.putDomain("claims", claims); code != 201 || dataOf(body)["file"] != "domain/claims" {
@@ -399,6 +401,7 @@ func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
 // route among them; one naming a command its loaded ledger lacks is
 // refused at its file:line:col.
 func TestDomainLayerRoutesAreServedAfterPut(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
 	createAccount(l, "acct-1")
 	layer := `name: vouchers

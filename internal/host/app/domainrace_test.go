@@ -16,6 +16,7 @@ import (
 // together they would make a model no process can build. Exactly one is
 // installed and the other is refused with the conflict, in every round.
 func TestConcurrentDomainChangesAreCheckedAgainstEachOther(t *testing.T) {
+	t.Parallel()
 	pg := testutil.Postgres(t)
 	procs := [2]*live{startLive(t, "postgres", pg), startLive(t, "postgres", pg)}
 	layer := func(name, typ, field string) string {

@@ -17,6 +17,7 @@ import (
 // its /openapi.json, admin routes included, and `factline openapi`
 // describes the same endpoints without a server.
 func TestEveryRouteIsDocumented(t *testing.T) {
+	t.Parallel()
 	a, _ := newApp(t, app.Config{})
 	resp, err := a.Server.App().Test(httptest.NewRequest("GET", "/openapi.json", nil), 10_000)
 	if err != nil || resp.StatusCode != 200 {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -81,6 +82,12 @@ type fuzzTarget struct {
 
 func startFuzzTarget(t testing.TB, backend, loc string) *fuzzTarget {
 	t.Helper()
+	// A cache kept between runs: each fuzz worker is a process that would
+	// otherwise compile the plugins again.
+	wasmCache := filepath.Join(os.TempDir(), "factline-httpfuzz-wasm-cache")
+	if err := precompileInto(wasmCache, slices.Collect(maps.Values(repoPlugins(t)))...); err != nil {
+		t.Fatal(err)
+	}
 	l := startLive(t, backend, loc, func(c *app.Config) {
 		dir := t.TempDir()
 		man := filepath.Join(dir, "gateway.yaml")
@@ -89,9 +96,7 @@ func startFuzzTarget(t testing.TB, backend, loc string) *fuzzTarget {
 		}
 		c.Manifest = man
 		c.BodyLimit = 64 << 10
-		// A cache kept between runs: each fuzz worker is a process that
-		// would otherwise compile the plugins again.
-		c.PluginCacheDir = filepath.Join(os.TempDir(), "factline-httpfuzz-wasm-cache")
+		c.PluginCacheDir = wasmCache
 	})
 	ft := &fuzzTarget{l: l, addr: strings.TrimPrefix(l.base, "http://"), contact: "c-base", account: "acct-base"}
 	must := func(code int, body map[string]any) map[string]any {
@@ -611,6 +616,9 @@ func intoPath(rng *rand.Rand, r wireReq, junk string) wireReq {
 // mutation class (each a subtest) from a seeded generator, plus the valid
 // requests themselves. Set FACTLINE_HTTPFUZZ_SEED to replay another seed.
 func TestHTTPFuzzWriteEndpoints(t *testing.T) {
+	// Beside one other test at most (-parallel is the core count); its
+	// backends run one after the other, each request within answerBound.
+	t.Parallel()
 	const perClass = 40
 	t.Logf("seed %d", fuzzSeed)
 	for _, backend := range teststore.Backends {

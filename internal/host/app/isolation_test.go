@@ -28,12 +28,15 @@ entities:
   thing: {ledger: %s, fields: {}, facts: [%s]}
 `
 
+// fixture builds a plugin of the conformance kit's testdata and
+// precompiles it for the apps of the test binary.
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := conformance.Build(context.Background(), filepath.Join("../../../sdk/conformance/testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	precompile(t, b)
 	return b
 }
 
@@ -149,6 +152,7 @@ func TestMisbehavingPluginsFailOnlyTheirOwnRequests(t *testing.T) {
 // replaced ten times: no request fails, and afterwards every request runs
 // the new version.
 func TestHotSwapUnderLoad(t *testing.T) {
+	t.Parallel()
 	// The deadline is generous: this test is about the swap, and the race
 	// detector and a busy machine slow every call down.
 	l := startLive(t, "sqlite", t.TempDir(), func(c *app.Config) { c.PluginTimeout = 2 * time.Second })
@@ -249,7 +253,8 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	}
 }
 
-// buildVersion builds a plugin with its version string replaced.
+// buildVersion builds a plugin with its version string replaced and
+// precompiles it for the apps of the test binary.
 func buildVersion(t *testing.T, dir, version string) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "p.wasm")
@@ -262,5 +267,6 @@ func buildVersion(t *testing.T, dir, version string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	precompile(t, b)
 	return b
 }

@@ -16,8 +16,10 @@ import (
 // GET /v1/admin/stream/history answers the lag samples this process took,
 // to the operator only.
 func TestOperatorListsEveryTenantsProjections(t *testing.T) {
+	t.Parallel()
 	for _, backend := range teststore.Backends {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			l := startLive(t, backend, location(t, backend), func(c *app.Config) { c.LagSampleInterval = 20 * time.Millisecond })
 			other := l.newKey("t2", "admin")
 			settings := map[string]any{"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour",

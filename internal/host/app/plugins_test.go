@@ -7,17 +7,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
 	"github.com/factline/factline/sdk/conformance"
@@ -30,7 +33,8 @@ var (
 	cacheDir    string
 )
 
-// repoPlugins builds the repo's plugins once per test binary.
+// repoPlugins builds the repo's plugins once per test binary and
+// precompiles them into cacheDir.
 func repoPlugins(t testing.TB) map[string][]byte {
 	t.Helper()
 	modulesOnce.Do(func() {
@@ -45,12 +49,47 @@ func repoPlugins(t testing.TB) map[string][]byte {
 			}
 			modules[filepath.Base(dir)] = b
 		}
-		cacheDir, modulesErr = os.MkdirTemp("", "factline-app-wasm-cache-")
+		if cacheDir, modulesErr = os.MkdirTemp("", "factline-app-wasm-cache-"); modulesErr != nil {
+			return
+		}
+		modulesErr = precompileInto(cacheDir, slices.Collect(maps.Values(modules))...)
 	})
 	if modulesErr != nil {
 		t.Fatal(modulesErr)
 	}
 	return modules
+}
+
+// precompile compiles modules into the tests' compilation cache (see
+// repoPlugins) before an app loads them.
+func precompile(t testing.TB, modules ...[]byte) {
+	t.Helper()
+	repoPlugins(t)
+	if err := precompileInto(cacheDir, modules...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// precompileInto compiles modules into the compilation cache dir with a
+// helper built without the race detector: the race-built runtime compiles
+// about fifteen times slower, and every app of the binary then loads the
+// modules from the cache.
+func precompileInto(dir string, modules ...[]byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	src, err := os.MkdirTemp("", "factline-app-wasm-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(src)
+	paths := make([]string, len(modules))
+	for i, m := range modules {
+		paths[i] = filepath.Join(src, fmt.Sprintf("m%d.wasm", i))
+		if err := os.WriteFile(paths[i], m, 0o644); err != nil {
+			return err
+		}
+	}
+	return wasmtest.Precompile(ctx, dir, true, paths...)
 }
 
 // live is a running App on a real listener.
@@ -193,8 +232,10 @@ func createAccount(l *live, id string) {
 // TestAccountLedgerExactDecimals: ten deposits of 0.1 make a balance of
 // exactly 1, and a refused charge writes nothing, on both stores.
 func TestAccountLedgerExactDecimals(t *testing.T) {
+	t.Parallel()
 	for _, backend := range teststore.Backends {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			l := startLive(t, backend, location(t, backend))
 			createAccount(l, "acct-1")
 			for i := 0; i < 10; i++ {
@@ -250,8 +291,10 @@ func TestAccountLedgerExactDecimals(t *testing.T) {
 // one follow-up, also when the process restarts while the subscription is
 // processing (its checkpoint lagging behind what it applied).
 func TestSubscriptionEffectOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	for _, backend := range teststore.Backends {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			loc := location(t, backend)
 			l := startLive(t, backend, loc)
 			code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "asset", "id": "line-1", "name": "Line", "status": "on", "identifier": "+1555", "subtype": "phone"})
@@ -320,6 +363,7 @@ func storeLocation(backend, loc string) string {
 // TestPluginAdminAPI: listing, refusing a broken module, installing the
 // same module again, rollback without a previous version, operator-only.
 func TestPluginAdminAPI(t *testing.T) {
+	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
 	code, body := l.call("GET", "/v1/admin/plugins", l.op, nil)
 	items, _ := dataOf(body)["items"].([]any)

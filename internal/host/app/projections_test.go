@@ -34,8 +34,10 @@ const hour0 = int64(1705312800000)
 // caller's tenant. A new version that aggregates differently backfills and
 // takes over.
 func TestProjectionsEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			loc := location(t, backend)
 			l := startLive(t, backend, loc, func(c *app.Config) {
 				dir := t.TempDir()

@@ -34,6 +34,7 @@ import (
 // one trace; the receiver gets the trace in its traceparent and the fact
 // records the trace id.
 func TestTraceFollowsRequestThroughAppendProjectionAndWebhook(t *testing.T) {
+	t.Parallel()
 	const (
 		traceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
 		traceparent = "00-" + traceID + "-00f067aa0ba902b7-01"
@@ -142,6 +143,7 @@ func TestTraceFollowsRequestThroughAppendProjectionAndWebhook(t *testing.T) {
 // provider is the no-op one and a traced request exports nothing, while
 // the fact still records the traceparent's trace id.
 func TestTracingOffByDefault(t *testing.T) {
+	t.Parallel()
 	tp, _, err := tracing.FromEnv(context.Background(), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
