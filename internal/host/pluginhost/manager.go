@@ -240,6 +240,11 @@ func (m *Manager) activeNames(ctx context.Context) (map[string]bool, error) {
 // syncStore loads every active version the registry does not run yet: how
 // a version installed through another process reaches this one.
 func (m *Manager) syncStore(ctx context.Context) error {
+	// m.mu is taken before the active versions are read: an install or
+	// rollback holding it activates its version in the store, and a list
+	// read before it finished would load the version it replaced.
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	act, err := m.opts.Store.ActivePlugins(ctx)
 	if err != nil {
 		return fmt.Errorf("plugins: list active versions: %w", err)
@@ -248,8 +253,6 @@ func (m *Manager) syncStore(ctx context.Context) error {
 	// reading compiled code from the cache, and instantiating the pool):
 	// a restart is ready after the slowest plugin, not the sum of them.
 	// m.mu, held throughout, keeps installs and rollbacks out meanwhile.
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, a := range act {
 		if p, ok := m.opts.Registry.Get(a.Name); ok && p.SHA256() == a.SHA256 {
