@@ -3,3 +3,6 @@ package projector
 // GroupMembers names the runtimes the shared stream reader feeds now, so
 // tests wait for a join instead of sleeping.
 func (s *Service) GroupMembers() []string { return s.group.Members() }
+
+// Decodes counts the facts the runtimes have decoded so far.
+func (s *Service) Decodes() int64 { return s.decoded.decodes.Load() }

@@ -214,12 +214,19 @@ func (rt *runtime) checkReady() {
 func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) {
 	batch := make([]projection.Fact, 0, len(facts))
 	var spans []func(error) // one per fact that continues a trace, when tracing is on
+	var (
+		shared *decodedBatch // made on the first relevant fact
+		looked bool
+	)
 	for i := range facts {
 		f := &facts[i]
 		if !rt.relevant(f) {
 			continue
 		}
-		pf, err := toProjectionFact(f)
+		if !looked {
+			shared, looked = rt.s.decoded.batch(facts), true
+		}
+		pf, err := rt.s.decoded.fact(shared, f)
 		if err != nil {
 			// Stored data is always a JSON object; a fact the engine cannot
 			// read is reported and left out rather than stopping the stream.

@@ -74,6 +74,8 @@ type Service struct {
 
 	// group reads the stream once for every runtime that has caught up.
 	group *stream.Group
+	// decoded shares the facts of a batch, decoded once, among runtimes.
+	decoded factMemo
 
 	mu        sync.Mutex
 	tracked   map[ref]*tracked

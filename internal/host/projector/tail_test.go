@@ -256,3 +256,37 @@ func TestSharedTailJoinBehind(t *testing.T) {
 		waitConsistentNamed(t, s, n, calls(start, total))
 	}
 }
+
+// TestSharedTailDecodesOnce: the projections fed by the shared reader
+// share the decoded facts of each batch: every fact is decoded once, not
+// once per projection.
+func TestSharedTailDecodesOnce(t *testing.T) {
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			st := teststore.Open(t, backend)
+			createContact(t, st, "c1")
+			factSeq.Lock()
+			start := factSeq.n
+			factSeq.Unlock()
+			appendCalls(t, st, 50)
+			names := []string{"p1", "p2", "p3", "p4"}
+			for _, n := range names {
+				createNamedConfig(t, st, "cfg_"+n, n, 2)
+			}
+			s := newService(t, st, stateFor(t, backend))
+			waitAllReady(t, s, names, calls(start, 50))
+
+			before := s.Decodes()
+			for i := 1; i <= 4; i++ {
+				appendCalls(t, st, 50)
+				for _, n := range names {
+					waitConsistentNamed(t, s, n, calls(start, 50+50*i))
+				}
+			}
+			want := int64(calls(start+50, 200))
+			if got := s.Decodes() - before; got != want {
+				t.Fatalf("%d facts decoded for %d new call facts and %d projections, want each decoded once", got, want, len(names))
+			}
+		})
+	}
+}
