@@ -391,6 +391,11 @@ func (r *RedisState) apply(ctx context.Context, key string, s *schema, version i
 		return head
 	}
 	head := headFor("")
+	if len(deltas) <= redisFactsPerCall {
+		// One call holds every fact: it moves factsThroughId in the same
+		// atomic step, which saves the stream a round trip per batch.
+		return r.applyWave(ctx, keys, s, headFor(maxID), [][]*factDelta{deltas})
+	}
 
 	// Waves of script calls go out as pipelines, two at a time, so that
 	// encoding the next wave overlaps Redis running the current one. Each

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,5 +400,75 @@ func TestClusterOneSlotPerProjection(t *testing.T) {
 		if len(left) != 0 {
 			t.Errorf("after Delete, %d of %d keys left on master %s: %v", len(left), len(before[m]), m, left[:min(5, len(left))])
 		}
+	}
+}
+
+// roundTrips is a go-redis hook that counts round trips: single commands
+// and pipelines alike.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestIncrementalBatchRoundTrips: a batch that fits one script call is
+// applied, factsThroughId included, in one round trip to Redis; a larger
+// one in a pipeline of calls and a last call that moves factsThroughId.
+func TestIncrementalBatchRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := mustConfig(t, cfgYAML("hour", "[data.country]", "  - {field: count, function: count}\n  - {field: data.n, function: sum}\n"))
+	for _, tc := range []struct {
+		facts, trips int
+	}{{1, 1}, {50, 1}, {redisFactsPerCall, 1}, {redisFactsPerCall + 1, 2}, {3 * redisFactsPerCall, 2}} {
+		t.Run(fmt.Sprint(tc.facts), func(t *testing.T) {
+			t.Parallel()
+			rdb := redisClient(t)
+			hook := &roundTrips{}
+			rdb.AddHook(hook)
+			st := NewRedisState(rdb)
+			e := mustEngine(t, cfg, EngineOptions{State: st})
+			opts := &ProcessOptions{ProjectionKey: "k"}
+			batch := func(from, n int) []Fact {
+				facts := make([]Fact, n)
+				for i := range facts {
+					facts[i] = fact(fmt.Sprintf("f%06d", from+i), "deposit", ms("2024-06-01T10:00:00Z")+int64(i),
+						map[string]any{"country": []string{"DE", "FR"}[i%2], "n": num("1.5")})
+				}
+				return facts
+			}
+			// The first batch loads the scripts and reads the state's format.
+			if _, err := e.ProcessIncrementalBatch(ctx, batch(0, 1), opts); err != nil {
+				t.Fatal(err)
+			}
+			before := hook.n.Load()
+			n, err := e.ProcessIncrementalBatch(ctx, batch(1, tc.facts), opts)
+			if err != nil || n != tc.facts {
+				t.Fatalf("applied %d of %d: %v", n, tc.facts, err)
+			}
+			if got := hook.n.Load() - before; got != int64(tc.trips) {
+				t.Fatalf("%d facts took %d round trips, want %d", tc.facts, got, tc.trips)
+			}
+			m, err := st.meta(ctx, "k", e.s)
+			if want := fmt.Sprintf("f%06d", tc.facts); err != nil || m.through != want {
+				t.Fatalf("factsThroughId %q (%v), want %q", m.through, err, want)
+			}
+			r, err := e.Query(ctx, "k", QueryOptions{Aggregate: true})
+			if want := fmt.Sprintf(`{"aggregated":{"count":%d`, tc.facts+1); err != nil || !strings.HasPrefix(js(r), want) {
+				t.Fatalf("query %s (%v), want %s...", js(r), err, want)
+			}
+		})
 	}
 }
