@@ -19,7 +19,8 @@ import (
 // and the update of every bucket and rollup level it touches happen in one
 // atomic step (a script call covers up to 128 facts, each applied whole
 // or not at all with its dedupe record), and many calls travel in one
-// pipeline. Queries read the buckets of their plan in pages, two at a
+// pipeline, shared with the calls of other projections applying at the
+// same time (see sender). Queries read the buckets of their plan in pages, two at a
 // time. Format 1 (one blob) updates are optimistic transactions
 // (WATCH/MULTI) that rewrite the blob.
 //
@@ -55,6 +56,8 @@ type redisRoot struct {
 	// beforeSeal, set by tests, runs between reading a level's children
 	// and sealing them.
 	beforeSeal func()
+	// sender shares round trips among concurrent applies.
+	sender sender
 }
 
 // NewRedisState returns a state on a go-redis client.
@@ -481,8 +484,9 @@ func (r *RedisState) applyWave(ctx context.Context, keys []string, s *schema, he
 	return applied, err
 }
 
-// applyCalls runs calls of one script in one pipeline. Calls answered
-// -8 (applySumScript's refusal) are listed in refused.
+// applyCalls runs calls of one script in one pipeline, shared with the
+// calls of other applies sent meanwhile (see sender). Calls answered -8
+// (applySumScript's refusal) are listed in refused.
 func (r *RedisState) applyCalls(ctx context.Context, keys []string, script *redis.Script, calls [][]any, refused *[]int) (int, error) {
 	if len(calls) == 0 {
 		return 0, nil
@@ -490,19 +494,21 @@ func (r *RedisState) applyCalls(ctx context.Context, keys []string, script *redi
 	applied := 0
 	var firstErr error
 	for attempt := 0; ; attempt++ {
-		pipe := r.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, args := range calls {
-			cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
+		req := &sendReq{keys: keys, script: script, calls: calls}
+		if err := r.send(ctx, req); err != nil {
+			return 0, err
 		}
-		_, err := pipe.Exec(ctx)
-		if isNoScript(err) && attempt < 3 {
+		noScript := false
+		for _, c := range req.cmds {
+			noScript = noScript || isNoScript(c.Err())
+		}
+		if noScript && attempt < 3 {
 			if err := r.ensureScripts(ctx, true); err != nil {
 				return 0, err
 			}
 			continue // facts already applied are deduplicated on the retry
 		}
-		for i, c := range cmds {
+		for i, c := range req.cmds {
 			res, cerr := c.Slice()
 			if cerr != nil {
 				firstErr = moreSevere(firstErr, cerr)

@@ -472,3 +472,89 @@ func TestIncrementalBatchRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// holdFirst is a go-redis hook that holds the first pipeline it sees
+// until release is closed, and counts pipelines.
+type holdFirst struct {
+	pipelines atomic.Int64
+	held      chan struct{} // closed when the first pipeline is held
+	release   chan struct{}
+}
+
+func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.pipelines.Add(1) == 1 {
+			close(h.held)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestConcurrentAppliesShareRoundTrips: the script calls of projections
+// applying batches at the same time (as the projections fed one batch of
+// the stream do) travel together: those that arrive while a round trip is
+// in flight share the next one, and each projection still gets its own
+// facts counted.
+func TestConcurrentAppliesShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redisClient(t)
+	st := NewRedisState(rdb)
+	cfg := mustConfig(t, cfgYAML("hour", "[data.country]", "  - {field: count, function: count}\n  - {field: data.n, function: sum}\n"))
+	const projections, perBatch = 8, 20
+	engines := make([]*Engine, projections)
+	batch := func(from int) []Fact {
+		facts := make([]Fact, perBatch)
+		for i := range facts {
+			facts[i] = fact(fmt.Sprintf("f%06d", from+i), "deposit", ms("2024-06-01T10:00:00Z")+int64(i),
+				map[string]any{"country": []string{"DE", "FR"}[i%2], "n": num("2")})
+		}
+		return facts
+	}
+	for i := range engines {
+		// The first batch loads the scripts and reads the state's format.
+		engines[i] = mustEngine(t, cfg, EngineOptions{State: st})
+		if _, err := engines[i].ProcessIncrementalBatch(ctx, batch(0), &ProcessOptions{ProjectionKey: fmt.Sprint("p", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := &holdFirst{held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	errs := make(chan error, projections)
+	apply := func(i int) {
+		n, err := engines[i].ProcessIncrementalBatch(ctx, batch(perBatch), &ProcessOptions{ProjectionKey: fmt.Sprint("p", i)})
+		if err == nil && n != perBatch {
+			err = fmt.Errorf("projection %d applied %d of %d facts", i, n, perBatch)
+		}
+		errs <- err
+	}
+	go apply(0)
+	<-hook.held
+	for i := 1; i < projections; i++ {
+		go apply(i)
+	}
+	testutil.Eventually(t, 30*time.Second, "the other projections' calls waiting", func() bool {
+		st.root.sender.mu.Lock()
+		defer st.root.sender.mu.Unlock()
+		return len(st.root.sender.pending) == projections-1
+	})
+	close(hook.release)
+	for range projections {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := hook.pipelines.Load(); got != 2 {
+		t.Fatalf("%d projections' batches took %d round trips, want 2 (the first, then the others together)", projections, got)
+	}
+	for i, e := range engines {
+		r, err := e.Query(ctx, fmt.Sprint("p", i), QueryOptions{Aggregate: true})
+		if want := fmt.Sprintf(`{"aggregated":{"count":%d,"n_sum":%d}`, 2*perBatch, 4*perBatch); err != nil || !strings.HasPrefix(js(r), want) {
+			t.Fatalf("projection %d: %s (%v), want %s...", i, js(r), err, want)
+		}
+	}
+}
