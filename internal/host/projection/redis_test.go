@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -474,10 +475,12 @@ func TestIncrementalBatchRoundTrips(t *testing.T) {
 }
 
 // holdFirst is a go-redis hook that holds the first pipeline it sees
-// until release is closed, and counts pipelines.
+// (or the at-th, when at is set) until release is closed, and counts
+// pipelines.
 type holdFirst struct {
 	pipelines atomic.Int64
-	held      chan struct{} // closed when the first pipeline is held
+	at        int64
+	held      chan struct{} // closed when that pipeline is held
 	release   chan struct{}
 }
 
@@ -486,7 +489,7 @@ func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retu
 
 func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.pipelines.Add(1) == 1 {
+		if h.pipelines.Add(1) == max(h.at, 1) {
 			close(h.held)
 			<-h.release
 		}
@@ -555,6 +558,72 @@ func TestConcurrentAppliesShareRoundTrips(t *testing.T) {
 		r, err := e.Query(ctx, fmt.Sprint("p", i), QueryOptions{Aggregate: true})
 		if want := fmt.Sprintf(`{"aggregated":{"count":%d,"n_sum":%d}`, 2*perBatch, 4*perBatch); err != nil || !strings.HasPrefix(js(r), want) {
 			t.Fatalf("projection %d: %s (%v), want %s...", i, js(r), err, want)
+		}
+	}
+}
+
+// TestSharedRoundTripOutlivesACaller: a projection that stops waiting
+// (its context ends) while its calls share a round trip with another's
+// gets its context's error, and the other's calls still run.
+func TestSharedRoundTripOutlivesACaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redisClient(t)
+	st := NewRedisState(rdb)
+	cfg := mustConfig(t, cfgYAML("hour", "", "  - {field: count, function: count}\n"))
+	facts := func(from int) []Fact {
+		return []Fact{fact(fmt.Sprintf("f%06d", from), "deposit", ms("2024-06-01T10:00:00Z"), nil)}
+	}
+	engines := make([]*Engine, 3)
+	for i := range engines {
+		engines[i] = mustEngine(t, cfg, EngineOptions{State: st})
+		if _, err := engines[i].ProcessIncrementalBatch(ctx, facts(0), &ProcessOptions{ProjectionKey: fmt.Sprint("p", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Projection 0 holds the first round trip; 1 and 2 share the second,
+	// which is held while 1 gives up.
+	hook := &holdFirst{at: 2, held: make(chan struct{}), release: make(chan struct{})}
+	first := &holdFirst{held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(first)
+	rdb.AddHook(hook)
+	errs := make([]chan error, 3)
+	ctx1, cancel1 := context.WithCancel(ctx)
+	defer cancel1()
+	apply := func(i int, ctx context.Context) {
+		errs[i] = make(chan error, 1)
+		go func() {
+			_, err := engines[i].ProcessIncrementalBatch(ctx, facts(1), &ProcessOptions{ProjectionKey: fmt.Sprint("p", i)})
+			errs[i] <- err
+		}()
+	}
+	apply(0, ctx)
+	<-first.held
+	waiting := func(n int) {
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%d projections' calls waiting", n), func() bool {
+			st.root.sender.mu.Lock()
+			defer st.root.sender.mu.Unlock()
+			return len(st.root.sender.pending) == n
+		})
+	}
+	apply(1, ctx1) // first in the shared round trip, whose context it lends
+	waiting(1)
+	apply(2, ctx)
+	waiting(2)
+	close(first.release)
+	<-hook.held
+	cancel1()
+	if err := <-errs[1]; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the projection that gave up: %v, want context.Canceled", err)
+	}
+	close(hook.release)
+	for _, i := range []int{0, 2} {
+		if err := <-errs[i]; err != nil {
+			t.Fatalf("projection %d: %v", i, err)
+		}
+		r, err := engines[i].Query(ctx, fmt.Sprint("p", i), QueryOptions{Aggregate: true})
+		if err != nil || js(r) != `{"aggregated":{"count":2}}` {
+			t.Fatalf("projection %d: %s (%v), want a count of 2", i, js(r), err)
 		}
 	}
 }
