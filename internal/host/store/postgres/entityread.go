@@ -20,9 +20,11 @@ import (
 // the calls that arrive meanwhile go out together as one indexed join of
 // their keys: a lone read still goes out at once, as the plain primary-key
 // statement, and a read always starts after its call, so it sees every
-// write committed before it.
+// write committed before it. Two flights rather than more: each lone
+// statement pays the planning a batch shares, and one statement can be
+// read while the next is gathered.
 const (
-	readFlights  = 4
+	readFlights  = 2
 	readBatchMax = 256
 )
 
