@@ -431,7 +431,7 @@ func TestEvictsOldestFirst(t *testing.T) {
 	t.Parallel()
 	c, d, _ := setup(t, entitycache.Options{MaxEntries: 64 * 16})
 	c.Resync(true)
-	const n, recent = 5000, 256
+	const n, recent = 5000, 128
 	for i := range n {
 		id := fmt.Sprint("e", i)
 		d.set(id, 1)

@@ -78,11 +78,14 @@ func TestGetEntityGathersConcurrentReads(t *testing.T) {
 		}()
 		return c
 	}
+	// One call at a time, so that each flight holds one read.
 	var held []*call
 	for i := range readFlights {
 		held = append(held, start(fmt.Sprintf("t%d", i%5), fmt.Sprintf("e%02d", i)))
+		testutil.Eventually(t, waitLong, fmt.Sprintf("flight %d holds a read", i+1), func() bool {
+			return s.reads.statements.Load() == int64(i+1)
+		})
 	}
-	testutil.Eventually(t, waitLong, "every flight holds a read", func() bool { return s.reads.statements.Load() == readFlights })
 
 	var gathered []*call
 	for i := range 60 { // e50..e59 do not exist; e05 twice
