@@ -27,7 +27,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxEntries = 10_000
+	DefaultMaxEntries = 100_000
 	DefaultMaxBytes   = 64 << 20
 	DefaultMaxAge     = 5 * time.Second
 )
@@ -37,7 +37,7 @@ const shardCount = 64
 
 // Options bound a Cache. The zero value is valid.
 type Options struct {
-	// MaxEntries bounds the number of cached entities (default 10,000).
+	// MaxEntries bounds the number of cached entities (default 100,000).
 	MaxEntries int
 	// MaxBytes bounds the size of the cached entities' JSON and ids
 	// (default 64 MiB); an entity larger than a shard's share of it is not
@@ -75,7 +75,15 @@ type key struct{ tenant, id string }
 type entry struct {
 	e       *store.Entity
 	size    int
-	expires int64 // UnixNano
+	expires int64  // UnixNano
+	seq     uint64 // when it was added, in the shard's order
+}
+
+// queued is an entry in a shard's order of insertion; it is stale once the
+// key's entry (if any) has another seq.
+type queued struct {
+	k   key
+	seq uint64
 }
 
 type shard struct {
@@ -85,6 +93,13 @@ type shard struct {
 	gen   uint64
 	m     map[key]entry
 	bytes int
+	// order lists the entries as they were added, oldest at head: every
+	// entry lives MaxAge, so the oldest is the first to expire, and
+	// eviction takes it without looking at the others. Entries removed
+	// otherwise leave stale items, skipped and compacted away.
+	order []queued
+	head  int
+	seq   uint64
 	_     [32]byte // keep shards on separate cache lines
 }
 
@@ -177,8 +192,10 @@ func (c *Cache) Get(ctx context.Context, tenant, id string, load func(context.Co
 		// The caller's strings may alias memory it reuses.
 		k = key{string([]byte(tenant)), string([]byte(id))}
 	}
-	c.makeRoom(s, size, now.UnixNano())
-	s.m[k] = entry{e: &cp, size: size, expires: now.Add(c.maxAge).UnixNano()}
+	c.makeRoom(s, size)
+	s.seq++
+	s.m[k] = entry{e: &cp, size: size, expires: now.Add(c.maxAge).UnixNano(), seq: s.seq}
+	s.order = append(s.order, queued{k, s.seq})
 	s.bytes += size
 	c.entries.Add(1)
 	return e, nil
@@ -212,6 +229,7 @@ func (c *Cache) Resync(live bool) {
 		s.gen++
 		c.entries.Add(-int64(len(s.m)))
 		clear(s.m)
+		s.order, s.head = nil, 0
 		s.bytes = 0
 		s.mu.Unlock()
 	}
@@ -251,23 +269,32 @@ func (c *Cache) remove(s *shard, k key, en entry) {
 	c.entries.Add(-1)
 }
 
-// makeRoom evicts entries of s until one of size fits: expired ones first,
-// then any (map order is random enough for a cache of recent reads); s.mu
-// is held.
-func (c *Cache) makeRoom(s *shard, size int, now int64) {
-	if len(s.m) < c.maxEntries && s.bytes+size <= c.maxBytes {
-		return
-	}
-	for k, en := range s.m {
-		if en.expires <= now {
-			c.remove(s, k, en)
+// makeRoom evicts the oldest entries of s until one of size fits, expired
+// ones first since they are the oldest; s.mu is held.
+func (c *Cache) makeRoom(s *shard, size int) {
+	for (len(s.m) >= c.maxEntries || s.bytes+size > c.maxBytes) && s.head < len(s.order) {
+		q := s.order[s.head]
+		s.order[s.head] = queued{}
+		s.head++
+		if en, ok := s.m[q.k]; ok && en.seq == q.seq {
+			c.remove(s, q.k, en)
 		}
 	}
-	for k, en := range s.m {
-		if len(s.m) < c.maxEntries && s.bytes+size <= c.maxBytes {
-			return
+	// Keep the order at most about twice the entries: drop what was
+	// taken from the front, and the stale items left by invalidations.
+	if live := len(s.order) - s.head; s.head > 64 && s.head >= live {
+		s.order = append(s.order[:0], s.order[s.head:]...)
+		clear(s.order[len(s.order):cap(s.order)])
+		s.head = 0
+	} else if live > 2*len(s.m)+64 {
+		kept := s.order[:0]
+		for _, q := range s.order[s.head:] {
+			if en, ok := s.m[q.k]; ok && en.seq == q.seq {
+				kept = append(kept, q)
+			}
 		}
-		c.remove(s, k, en)
+		clear(s.order[len(kept):])
+		s.order, s.head = kept, 0
 	}
 }
 

@@ -424,3 +424,58 @@ func TestEmpty(t *testing.T) {
 		t.Fatalf("Empty %v with %d entries", c.Empty(), st.Entries)
 	}
 }
+
+// TestEvictsOldestFirst: a full cache makes room by dropping the entities
+// it has held longest, so the most recent reads stay cached.
+func TestEvictsOldestFirst(t *testing.T) {
+	t.Parallel()
+	c, d, _ := setup(t, entitycache.Options{MaxEntries: 64 * 16})
+	c.Resync(true)
+	const n, recent = 5000, 128
+	for i := range n {
+		id := fmt.Sprint("e", i)
+		d.set(id, 1)
+		get(t, c, d, id, 1)
+	}
+	before := d.reads.Load()
+	for i := n - recent; i < n; i++ {
+		get(t, c, d, fmt.Sprint("e", i), 1)
+	}
+	if got := d.reads.Load() - before; got != 0 {
+		t.Fatalf("%d of the %d most recent entities were evicted, want none", got, recent)
+	}
+}
+
+// TestDefaultHoldsManyEntities: by default the cache holds 100,000 small
+// entities (a uniform read of that many then mostly hits).
+func TestDefaultHoldsManyEntities(t *testing.T) {
+	t.Parallel()
+	c, d, _ := setup(t, entitycache.Options{})
+	c.Resync(true)
+	for i := range 100_000 {
+		id := fmt.Sprint("e", i)
+		d.set(id, 1)
+		get(t, c, d, id, 1)
+	}
+	if st := c.Stats(); st.Entries < 90_000 {
+		t.Fatalf("%d entries cached of 100,000, want at least 90,000", st.Entries)
+	}
+}
+
+// TestOrderStaysBounded: entities invalidated and read again, over and
+// over, leave the cache's bookkeeping no larger than a few times its
+// entries.
+func TestOrderStaysBounded(t *testing.T) {
+	t.Parallel()
+	c, d, _ := setup(t, entitycache.Options{MaxEntries: 64 * 16})
+	c.Resync(true)
+	for i := range 200_000 {
+		id := fmt.Sprint("e", i%100)
+		d.set(id, 1)
+		get(t, c, d, id, 1)
+		c.Invalidate("t", id)
+	}
+	if n, entries := entitycache.QueueLen(c), c.Stats().Entries; n > 2*entries+64*64 {
+		t.Fatalf("%d items queued for %d entries", n, entries)
+	}
+}

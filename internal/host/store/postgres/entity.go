@@ -297,16 +297,22 @@ func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
 	return nil
 }
 
-// GetEntity returns one entity of the tenant.
+// GetEntity returns one entity of the tenant. Calls made at the same time
+// may share a statement (entityread.go).
 func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Entity, error) {
 	if err := store.CheckText("id", id); err != nil {
 		return nil, fmt.Errorf("postgres: get entity: %w", err)
 	}
-	e, err := s.queryEntity(ctx, `SELECT `+entityColumns+` FROM entities WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	e, err := s.reads.get(ctx, tenantID, id)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get entity %s: %w", id, interpretError(err))
 	}
 	return e, nil
+}
+
+// getEntity reads one entity by its primary key.
+func (s *Store) getEntity(ctx context.Context, tenantID, id string) (*store.Entity, error) {
+	return s.queryEntity(ctx, getEntity, tenantID, id)
 }
 
 // UpdateEntity replaces data, metadata (unless nil) and slots when the

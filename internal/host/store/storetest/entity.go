@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/factline/factline/internal/host/store"
@@ -19,6 +20,7 @@ var entityTests = []test{
 	{"ListKeysetPagination", testEntityListKeysetPagination},
 	{"ListInvalidSlot", testEntityListInvalidSlot},
 	{"SetState", testEntitySetState},
+	{"ConcurrentGets", testEntityConcurrentGets},
 }
 
 func testEntityCreateAndGet(t *testing.T, open Factory) {
@@ -407,5 +409,80 @@ func testEntitySetState(t *testing.T, open Factory) {
 		w := want
 		w.State, w.UpdatedAt = state, got.UpdatedAt
 		checkEntity(t, got, w)
+	}
+}
+
+// testEntityConcurrentGets: reads made at the same time (as a store may
+// answer together) each get their own entity, a missing one ErrNotFound,
+// and never another tenant's entity of the same id; entities read twice
+// at once are separate copies.
+func testEntityConcurrentGets(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	const n = 40
+	for i := range n {
+		e := newEntity("tnt_a", fmt.Sprintf("ent_%03d", i), "account")
+		e.Slots.S[0] = ptr(fmt.Sprintf("a%d", i))
+		createEntity(t, s, e)
+		if i%2 == 0 {
+			b := newEntity("tnt_b", fmt.Sprintf("ent_%03d", i), "asset")
+			createEntity(t, s, b)
+		}
+	}
+	type read struct {
+		tenant, id string
+		e          *store.Entity
+		err        error
+	}
+	var reads []*read
+	for round := range 3 {
+		for i := range n + 5 { // ent_040..ent_044 do not exist
+			id := fmt.Sprintf("ent_%03d", i)
+			reads = append(reads, &read{tenant: "tnt_a", id: id})
+			if round == 0 {
+				reads = append(reads, &read{tenant: "tnt_b", id: id})
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, r := range reads {
+		wg.Go(func() { r.e, r.err = s.GetEntity(ctx, r.tenant, r.id) })
+	}
+	wg.Wait()
+	seen := map[*store.Entity]bool{}
+	for _, r := range reads {
+		var i int
+		fmt.Sscanf(r.id, "ent_%d", &i)
+		exists := i < n && (r.tenant == "tnt_a" || i%2 == 0)
+		if !exists {
+			wantErr(t, r.err, store.ErrNotFound, "GetEntity "+r.tenant+"/"+r.id)
+			continue
+		}
+		noErr(t, r.err, "GetEntity "+r.tenant+"/"+r.id)
+		want := newEntity(r.tenant, r.id, "asset")
+		want.Version = 1
+		if r.tenant == "tnt_a" {
+			want.Type = "account"
+			want.Slots.S[0] = ptr(fmt.Sprintf("a%d", i))
+		}
+		checkEntity(t, r.e, *want)
+		if seen[r.e] {
+			t.Errorf("GetEntity %s/%s: an entity returned to another call too", r.tenant, r.id)
+		}
+		seen[r.e] = true
+	}
+	// Changing what one call got leaves what the others got alone.
+	var copies []*read
+	for _, r := range reads {
+		if r.tenant == "tnt_a" && r.id == "ent_001" {
+			copies = append(copies, r)
+		}
+	}
+	*copies[0].e.Slots.S[0] = "changed"
+	copies[0].e.Data[0] = ' '
+	for _, r := range copies[1:] {
+		if *r.e.Slots.S[0] != "a1" || r.e.Data[0] != '{' {
+			t.Errorf("GetEntity tnt_a/ent_001: copies share their slots or data")
+		}
 	}
 }

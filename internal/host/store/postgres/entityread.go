@@ -1,0 +1,229 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/factline/factline/internal/host/store"
+)
+
+// Entity reads that arrive together share statements. Each statement
+// costs the server a planning pass over the table's seventeen indexes
+// (the pool plans every execution, see Open) and a backend woken for it;
+// many backends running one-row lookups at once on few cores mostly
+// contend. So at most readFlights reads are in flight per process, and
+// the calls that arrive meanwhile go out together as one indexed join of
+// their keys: a lone read still goes out at once, as the plain primary-key
+// statement, and a read always starts after its call, so it sees every
+// write committed before it. Two flights rather than more: each lone
+// statement pays the planning a batch shares, and one statement can be
+// read while the next is gathered.
+const (
+	readFlights  = 2
+	readBatchMax = 256
+)
+
+var (
+	// getEntity reads one entity by its primary key.
+	getEntity = `SELECT ` + entityColumns + ` FROM entities WHERE tenant_id = $1 AND id = $2`
+
+	// getEntities reads the entities of the keys ($1 tenants, $2 ids, in
+	// pairs) through the primary key. The keys take the columns'
+	// collation, so the index serves whatever the database's default.
+	getEntities = func() string {
+		cols := strings.Split(entityColumns, ", ")
+		for i, c := range cols {
+			cols[i] = "e." + c
+		}
+		return `SELECT ` + strings.Join(cols, ", ") + ` FROM unnest($1::text[], $2::text[]) AS k(tenant_id, id)
+JOIN entities e ON e.tenant_id = k.tenant_id COLLATE "C" AND e.id = k.id COLLATE "C"`
+	}()
+)
+
+// entityRead is one GetEntity call waiting for its statement.
+type entityRead struct {
+	ctx        context.Context
+	tenant, id string
+	e          *store.Entity
+	err        error
+	done       chan struct{}
+}
+
+// entityReads gathers GetEntity calls into statements.
+type entityReads struct {
+	mu      sync.Mutex
+	pending []*entityRead
+	flights int // flush loops running
+
+	// one reads a single key, many several distinct ones; they are the
+	// store's statements, replaced in tests of the gathering alone.
+	one  func(ctx context.Context, tenant, id string) (*store.Entity, error)
+	many func(ctx context.Context, tenants, ids []string) ([]*store.Entity, error)
+
+	statements atomic.Int64 // statements sent, for tests
+}
+
+// get reads tenant/id with the calls that arrive meanwhile.
+func (b *entityReads) get(ctx context.Context, tenant, id string) (*store.Entity, error) {
+	r := &entityRead{ctx: ctx, tenant: tenant, id: id, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, r)
+	start := b.flights < readFlights
+	if start {
+		b.flights++
+	}
+	b.mu.Unlock()
+	if start {
+		go b.flushLoop()
+	}
+	select {
+	case <-r.done:
+		return r.e, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// flushLoop sends what is pending, a statement at a time, until nothing
+// is.
+func (b *entityReads) flushLoop() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.pending), readBatchMax)
+		if n == 0 {
+			b.flights--
+			if b.flights == 0 {
+				b.pending = nil
+			}
+			b.mu.Unlock()
+			return
+		}
+		batch := b.pending[:n:n]
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+		b.flush(batch)
+		for _, r := range batch {
+			close(r.done)
+		}
+	}
+}
+
+// flush reads the keys of batch in one statement. Calls that gave up
+// before it starts are left out; the statement is cancelled once every
+// call of the batch has given up, and not before.
+func (b *entityReads) flush(batch []*entityRead) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		live = append(live, r)
+	}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		r := live[0]
+		b.statements.Add(1)
+		r.e, r.err = b.one(r.ctx, r.tenant, r.id)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(live[0].ctx))
+	defer cancel()
+	var left atomic.Int32
+	left.Store(int32(len(live)))
+	for _, r := range live {
+		stop := context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+
+	type key struct{ tenant, id string }
+	first := make(map[key]*entityRead, len(live))
+	tenants := make([]string, 0, len(live))
+	ids := make([]string, 0, len(live))
+	for _, r := range live {
+		k := key{r.tenant, r.id}
+		if _, ok := first[k]; !ok {
+			first[k] = r
+			tenants, ids = append(tenants, r.tenant), append(ids, r.id)
+		}
+	}
+	b.statements.Add(1)
+	found, err := b.many(ctx, tenants, ids)
+	byKey := make(map[key]*store.Entity, len(found))
+	for _, e := range found {
+		byKey[key{e.TenantID, e.ID}] = e
+	}
+	for _, r := range live {
+		k := key{r.tenant, r.id}
+		e, ok := byKey[k]
+		switch {
+		case err != nil:
+			r.err = err
+		case !ok:
+			r.err = pgx.ErrNoRows
+		case first[k] == r:
+			r.e = e
+		default:
+			// The same key asked twice: each caller gets its own copy.
+			r.e = cloneEntity(e)
+		}
+	}
+}
+
+// cloneEntity copies e deeply enough that callers may change it.
+func cloneEntity(e *store.Entity) *store.Entity {
+	cp := *e
+	cp.Data = append([]byte(nil), e.Data...)
+	if e.Metadata != nil {
+		cp.Metadata = append([]byte(nil), e.Metadata...)
+	}
+	if e.State != nil {
+		cp.State = append([]byte(nil), e.State...)
+	}
+	for i, p := range e.Slots.S {
+		if p != nil {
+			v := *p
+			cp.Slots.S[i] = &v
+		}
+	}
+	for i, p := range e.Slots.N {
+		if p != nil {
+			v := *p
+			cp.Slots.N[i] = &v
+		}
+	}
+	return &cp
+}
+
+// getEntities reads the entities of the pairs (tenants[i], ids[i]) that
+// exist, in no particular order.
+func (s *Store) getEntities(ctx context.Context, tenants, ids []string) ([]*store.Entity, error) {
+	rows, err := s.pool.Query(ctx, getEntities, tenants, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]*store.Entity, 0, len(ids))
+	for rows.Next() {
+		e, err := scanEntity(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %d entities: %w", len(ids), err)
+	}
+	return out, nil
+}
