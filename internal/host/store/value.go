@@ -126,15 +126,28 @@ type Shape struct {
 // number by its path below prefix. It reads the raw bytes because the
 // decoder has already replaced invalid UTF-8 by the time values are seen.
 func Inspect(doc []byte, prefix string) Shape {
-	w := walker{b: doc}
-	w.value(prefix, 0)
+	w := walker{b: doc, prefix: prefix}
+	w.value(0)
 	return w.shape
 }
 
+// walker reads a document once. It keeps the path to the value it is on
+// as a stack of members and indexes and spells it out only for a bad
+// value: building every value's path as a string made a deeply nested
+// document cost the square of its depth.
 type walker struct {
-	b     []byte
-	i     int
-	shape Shape
+	b      []byte
+	i      int
+	shape  Shape
+	prefix string
+	path   []step
+}
+
+// step is one member name (key) or array index on the walker's path.
+type step struct {
+	key   string
+	index int
+	isKey bool
 }
 
 func (w *walker) skipSpace() {
@@ -148,11 +161,28 @@ func (w *walker) skipSpace() {
 	}
 }
 
-func (w *walker) bad(path, reason string) {
-	w.shape.Bad = append(w.shape.Bad, &InvalidInputError{Field: path, Reason: reason})
+// where spells out the path to the current value, as join would.
+func (w *walker) where() string {
+	var sb strings.Builder
+	sb.WriteString(w.prefix)
+	for _, s := range w.path {
+		if !s.isKey {
+			sb.WriteString("[" + strconv.Itoa(s.index) + "]")
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte('.')
+		}
+		sb.WriteString(Shown(s.key))
+	}
+	return sb.String()
 }
 
-func (w *walker) value(path string, depth int) {
+func (w *walker) bad(reason string) {
+	w.shape.Bad = append(w.shape.Bad, &InvalidInputError{Field: w.where(), Reason: reason})
+}
+
+func (w *walker) value(depth int) {
 	w.skipSpace()
 	if w.i >= len(w.b) {
 		return
@@ -173,13 +203,14 @@ func (w *walker) value(path string, depth int) {
 			}
 			key, reason := w.str()
 			w.shape.Keys++
-			child := join(path, key)
+			w.path = append(w.path, step{key: key, isKey: true})
 			if reason != "" {
-				w.bad(child, reason)
+				w.bad(reason)
 			}
 			w.skipSpace()
 			w.i++ // ':'
-			w.value(child, depth+1)
+			w.value(depth + 1)
+			w.path = w.path[:len(w.path)-1]
 		}
 	case c == '[':
 		w.i++
@@ -193,11 +224,13 @@ func (w *walker) value(path string, depth int) {
 			if w.b[w.i] == ',' {
 				w.i++
 			}
-			w.value(path+"["+strconv.Itoa(n)+"]", depth+1)
+			w.path = append(w.path, step{index: n})
+			w.value(depth + 1)
+			w.path = w.path[:len(w.path)-1]
 		}
 	case c == '"':
 		if _, reason := w.str(); reason != "" {
-			w.bad(path, reason)
+			w.bad(reason)
 		}
 	case c == '-' || c >= '0' && c <= '9':
 		start := w.i
@@ -205,23 +238,13 @@ func (w *walker) value(path string, depth int) {
 			w.i++
 		}
 		if !NumberInRange(w.b[start:w.i]) {
-			w.bad(path, ReasonNumber)
+			w.bad(ReasonNumber)
 		}
 	default: // true, false, null
 		for w.i < len(w.b) && w.b[w.i] >= 'a' && w.b[w.i] <= 'z' {
 			w.i++
 		}
 	}
-}
-
-// join appends a key to a path; a bad key is shown with U+FFFD in place of
-// its NUL and invalid bytes, so the path itself can be reported.
-func join(path, key string) string {
-	key = Shown(key)
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // Shown is s with U+FFFD in place of NUL and invalid bytes, fit to name a

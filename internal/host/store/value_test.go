@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -43,5 +44,44 @@ func TestInspectNamesEveryBadValueByItsPath(t *testing.T) {
 	}
 	if sh.Depth != 4 || sh.Keys != 8 {
 		t.Errorf("depth %d keys %d, want 4 and 8", sh.Depth, sh.Keys)
+	}
+}
+
+func TestInspectPathsWithoutPrefix(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"[1,\"\\u0000\"]", "[1]"},
+		{"{\"a\":[{\"b\":\"\\u0000\"}]}", "a[0].b"},
+		{"\"\\u0000\"", ""},
+	} {
+		bad := store.Inspect([]byte(tc.doc), "").Bad
+		if len(bad) != 1 || bad[0].Field != tc.want {
+			t.Errorf("Inspect(%s): %v, want one bad value at %q", tc.doc, bad, tc.want)
+		}
+	}
+}
+
+// TestInspectDeepDocumentsInLinearWork: a hostile body nested tens of
+// thousands of levels deep (64 KiB is enough) is walked without building
+// each level's path, which cost the square of the depth.
+func TestInspectDeepDocumentsInLinearWork(t *testing.T) {
+	const depth = 20_000
+	for _, open := range []string{`{"a":`, "["} {
+		closing := "}"
+		if open == "[" {
+			closing = "]"
+		}
+		doc := []byte(strings.Repeat(open, depth) + "1e999" + strings.Repeat(closing, depth))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		sh := store.Inspect(doc, "data")
+		runtime.ReadMemStats(&after)
+		if sh.Depth != depth || len(sh.Bad) != 1 {
+			t.Fatalf("%s: depth %d, %d bad values", open, sh.Depth, len(sh.Bad))
+		}
+		// Paths built level by level allocate 400-600 MB here; the walk
+		// itself a few (its path stack and the decoded keys).
+		if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+			t.Errorf("%s: %d bytes allocated for a document of %d bytes, %d levels deep", open, n, len(doc), depth)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil/wait"
 	"github.com/factline/factline/sdk/webhookverify"
 )
 
@@ -135,7 +136,12 @@ func TestDeliveredOnceSignedWithEveryHeader(t *testing.T) {
 			t.Errorf("sent record %v", rec[0].data)
 		}
 
+		// The counters move just after the outcome commits, so a test that
+		// has seen the stored outcome waits for them.
 		mt := e.svc.metrics
+		wait.Eventually(t, 30*time.Second, "the delivery's counters", func() bool {
+			return testutil.ToFloat64(mt.sent) == 1 && testutil.ToFloat64(mt.succeeded) == 1
+		})
 		if testutil.ToFloat64(mt.triggered) != 1 || testutil.ToFloat64(mt.sent) != 1 || testutil.ToFloat64(mt.succeeded) != 1 ||
 			testutil.ToFloat64(mt.failed) != 0 {
 			t.Errorf("metrics: triggered %v sent %v succeeded %v failed %v", testutil.ToFloat64(mt.triggered), testutil.ToFloat64(mt.sent),
@@ -219,6 +225,7 @@ func TestRetriesFollowTheSchedule(t *testing.T) {
 		if ok, _ := recs[2].flag("success"); !ok {
 			t.Errorf("attempt 3 record %v", recs[2].data)
 		}
+		wait.Eventually(t, 30*time.Second, "webhooks_failed_total 2", func() bool { return testutil.ToFloat64(e.svc.metrics.failed) == 2 })
 		if got := testutil.ToFloat64(e.svc.metrics.failed); got != 2 {
 			t.Errorf("webhooks_failed_total %v, want 2", got)
 		}
@@ -264,6 +271,7 @@ func TestClientErrorIsTerminal(t *testing.T) {
 			dl.Metadata.DealID != "deal-1" {
 			t.Errorf("dead letter %+v", dl)
 		}
+		wait.Eventually(t, 30*time.Second, "webhooks_dlq_total 1", func() bool { return testutil.ToFloat64(e.svc.metrics.dlq) == 1 })
 		if got := testutil.ToFloat64(e.svc.metrics.dlq); got != 1 {
 			t.Errorf("webhooks_dlq_total %v", got)
 		}
