@@ -242,6 +242,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	out := &capWriter{max: 2048}
 	cfg := p.modCfg.WithStdout(out).WithStderr(out)
 	ictx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
+	ictx = experimental.WithMemoryAllocator(ictx, linearMemory)
 	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
 	_ = end()
 	if err != nil {
