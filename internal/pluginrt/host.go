@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -32,6 +33,11 @@ type Host struct {
 	loads   sync.WaitGroup // Loads under way; Close waits for them
 
 	cacheOnce sync.Once
+
+	fillMu    sync.Mutex
+	fillHolds int
+	fillOpen  chan struct{} // closed while no HoldFills is in force
+	fillsHeld atomic.Int32  // fills waiting for fillOpen (tests)
 }
 
 // NewHost checks opts, applies the defaults and opens the compilation
@@ -41,7 +47,8 @@ func NewHost(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, plugins: map[*Plugin]struct{}{}}
+	h := &Host{opts: opts, plugins: map[*Plugin]struct{}{}, fillOpen: make(chan struct{})}
+	close(h.fillOpen)
 	if opts.CacheDir != "" {
 		if h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir); err != nil {
 			return nil, fmt.Errorf("wasm: compilation cache: %w", err)
@@ -75,6 +82,64 @@ func (h *Host) Close(ctx context.Context) error {
 	wg.Wait()
 	h.cacheOnce.Do(func() { errs = append(errs, h.cache.Close(context.WithoutCancel(ctx))) })
 	return errors.Join(errs...)
+}
+
+// HoldFills keeps the background filling of loaded plugins' pools from
+// starting until release is called (every hold, when several overlap):
+// while a process starts, the instances beyond each plugin's first would
+// only compete for the CPU with loading the other plugins, which readiness
+// waits for. Calls are served meanwhile by the first instance. release is
+// idempotent.
+func (h *Host) HoldFills() (release func()) {
+	h.fillMu.Lock()
+	if h.fillHolds == 0 {
+		h.fillOpen = make(chan struct{})
+	}
+	h.fillHolds++
+	h.fillMu.Unlock()
+	return sync.OnceFunc(func() {
+		h.fillMu.Lock()
+		if h.fillHolds--; h.fillHolds == 0 {
+			close(h.fillOpen)
+		}
+		h.fillMu.Unlock()
+	})
+}
+
+// FillsHeld reports whether a HoldFills is in force.
+func (h *Host) FillsHeld() bool {
+	select {
+	case <-h.fillsOpen():
+		return false
+	default:
+		return true
+	}
+}
+
+// fillsOpen is closed once no HoldFills is in force.
+func (h *Host) fillsOpen() <-chan struct{} {
+	h.fillMu.Lock()
+	defer h.fillMu.Unlock()
+	return h.fillOpen
+}
+
+// waitFills waits until no HoldFills is in force; false if stop closes
+// first.
+func (h *Host) waitFills(stop <-chan struct{}) bool {
+	open := h.fillsOpen()
+	select {
+	case <-open:
+		return true
+	default:
+	}
+	h.fillsHeld.Add(1)
+	defer h.fillsHeld.Add(-1)
+	select {
+	case <-open:
+		return true
+	case <-stop:
+		return false
+	}
 }
 
 func (h *Host) forget(p *Plugin) {

@@ -62,6 +62,12 @@ func NewRegistry(h *Host) *Registry {
 	return r
 }
 
+// HoldFills holds back the filling of instance pools, as Host.HoldFills.
+func (r *Registry) HoldFills() (release func()) { return r.h.HoldFills() }
+
+// FillsHeld reports whether a HoldFills is in force.
+func (r *Registry) FillsHeld() bool { return r.h.FillsHeld() }
+
 // Get returns the current version of the plugin called name.
 func (r *Registry) Get(name string) (*Plugin, bool) {
 	e, ok := (*r.entries.Load())[name]

@@ -109,8 +109,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.pmu.Unlock()
 	loaded := make(chan struct{})
 	m.loaded = loaded
+	// Until every start-up plugin is loaded, each has the one instance its
+	// load makes; the rest of the pools are made afterwards, so that
+	// readiness waits only for what it promises.
+	releaseFills := m.opts.Registry.HoldFills()
 	err = m.bg.Start(context.WithoutCancel(ctx), func(pctx context.Context) {
 		m.initialLoad(pctx)
+		releaseFills()
 		m.pmu.Lock()
 		m.pending = nil
 		m.pmu.Unlock()
@@ -118,6 +123,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.poll(pctx)
 	})
 	if err != nil {
+		releaseFills()
 		return fmt.Errorf("plugins: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/factline/factline/internal/host/wasm"
 	"github.com/factline/factline/internal/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil/wait"
 )
 
 // TestRestartLoadsActivePluginsSideBySide: at start, the versions active
@@ -89,6 +90,73 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 		if _, ok := m.Registry().Get(name); !ok {
 			t.Errorf("%s not loaded after the restart", name)
 		}
+	}
+}
+
+// TestStartFillsPoolsOnceEveryPluginLoaded: while the start-up plugins
+// load, the pools of those already loaded stay at their first instance
+// (the others would only compete for the CPU with the loads readiness
+// waits for); once all are loaded, every pool fills.
+func TestStartFillsPoolsOnceEveryPluginLoaded(t *testing.T) {
+	ctx := t.Context()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "notify"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := teststore.Open(t, "sqlite")
+	first := newManager(t, st, cacheDir, "", nil)
+	for i, name := range []string{"ledger", "notify"} {
+		if _, err := first.Install(ctx, name, mods[i]); err != nil {
+			t.Fatalf("install %s: %v", name, err)
+		}
+	}
+
+	var (
+		mu   sync.Mutex
+		held []bool
+	)
+	var m *pluginhost.Manager
+	check := func(context.Context, *wasm.Plugin) error {
+		mu.Lock()
+		held = append(held, m.Registry().FillsHeld())
+		mu.Unlock()
+		return nil
+	}
+	m = newManager(t, st, cacheDir, "", check)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := m.WaitLoaded(wctx); err != nil {
+		t.Fatalf("plugins not loaded: %v", err)
+	}
+	mu.Lock()
+	if len(held) != 2 || !held[0] || !held[1] {
+		t.Errorf("pool filling held during each start-up load: %v, want [true true]", held)
+	}
+	mu.Unlock()
+	if m.Registry().FillsHeld() {
+		t.Error("pool filling still held once the start-up loading is done")
+	}
+	for _, name := range []string{"ledger", "notify"} {
+		p, ok := m.Registry().Get(name)
+		if !ok {
+			t.Fatalf("%s not loaded", name)
+		}
+		wait.Eventually(t, 30*time.Second, name+"'s pool to fill", func() bool {
+			s := p.Stats()
+			return s.Idle == s.Instances
+		})
 	}
 }
 
