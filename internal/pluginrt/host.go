@@ -159,6 +159,12 @@ func (h *Host) forget(p *Plugin) {
 // close the old version without touching the new one. Compiled code is
 // shared through the host's compilation cache.
 func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
+	sum := sha256.Sum256(wasm)
+	return h.load(ctx, wasm, hex.EncodeToString(sum[:]))
+}
+
+// load is Load of a module whose hex SHA-256 the caller has computed.
+func (h *Host) load(ctx context.Context, wasm []byte, sha string) (*Plugin, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -170,10 +176,9 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 	if len(wasm) == 0 {
 		return nil, &LoadError{Reasons: []string{"the module is empty"}}
 	}
-	sum := sha256.Sum256(wasm)
 	p := &Plugin{
 		host:     h,
-		sha:      hex.EncodeToString(sum[:]),
+		sha:      sha,
 		pool:     make(chan *instance, h.opts.PoolSize),
 		drained:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
