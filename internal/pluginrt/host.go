@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -32,6 +33,11 @@ type Host struct {
 	loads   sync.WaitGroup // Loads under way; Close waits for them
 
 	cacheOnce sync.Once
+
+	fillMu    sync.Mutex
+	fillHolds int
+	fillOpen  chan struct{} // closed while no HoldFills is in force
+	fillsHeld atomic.Int32  // fills waiting for fillOpen (tests)
 }
 
 // NewHost checks opts, applies the defaults and opens the compilation
@@ -41,7 +47,8 @@ func NewHost(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, plugins: map[*Plugin]struct{}{}}
+	h := &Host{opts: opts, plugins: map[*Plugin]struct{}{}, fillOpen: make(chan struct{})}
+	close(h.fillOpen)
 	if opts.CacheDir != "" {
 		if h.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir); err != nil {
 			return nil, fmt.Errorf("wasm: compilation cache: %w", err)
@@ -77,6 +84,64 @@ func (h *Host) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// HoldFills keeps the background filling of loaded plugins' pools from
+// starting until release is called (every hold, when several overlap):
+// while a process starts, the instances beyond each plugin's first would
+// only compete for the CPU with loading the other plugins, which readiness
+// waits for. Calls are served meanwhile by the first instance. release is
+// idempotent.
+func (h *Host) HoldFills() (release func()) {
+	h.fillMu.Lock()
+	if h.fillHolds == 0 {
+		h.fillOpen = make(chan struct{})
+	}
+	h.fillHolds++
+	h.fillMu.Unlock()
+	return sync.OnceFunc(func() {
+		h.fillMu.Lock()
+		if h.fillHolds--; h.fillHolds == 0 {
+			close(h.fillOpen)
+		}
+		h.fillMu.Unlock()
+	})
+}
+
+// FillsHeld reports whether a HoldFills is in force.
+func (h *Host) FillsHeld() bool {
+	select {
+	case <-h.fillsOpen():
+		return false
+	default:
+		return true
+	}
+}
+
+// fillsOpen is closed once no HoldFills is in force.
+func (h *Host) fillsOpen() <-chan struct{} {
+	h.fillMu.Lock()
+	defer h.fillMu.Unlock()
+	return h.fillOpen
+}
+
+// waitFills waits until no HoldFills is in force; false if stop closes
+// first.
+func (h *Host) waitFills(stop <-chan struct{}) bool {
+	open := h.fillsOpen()
+	select {
+	case <-open:
+		return true
+	default:
+	}
+	h.fillsHeld.Add(1)
+	defer h.fillsHeld.Add(-1)
+	select {
+	case <-open:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
 func (h *Host) forget(p *Plugin) {
 	h.mu.Lock()
 	delete(h.plugins, p)
@@ -94,6 +159,12 @@ func (h *Host) forget(p *Plugin) {
 // close the old version without touching the new one. Compiled code is
 // shared through the host's compilation cache.
 func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
+	sum := sha256.Sum256(wasm)
+	return h.load(ctx, wasm, hex.EncodeToString(sum[:]))
+}
+
+// load is Load of a module whose hex SHA-256 the caller has computed.
+func (h *Host) load(ctx context.Context, wasm []byte, sha string) (*Plugin, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -105,10 +176,9 @@ func (h *Host) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 	if len(wasm) == 0 {
 		return nil, &LoadError{Reasons: []string{"the module is empty"}}
 	}
-	sum := sha256.Sum256(wasm)
 	p := &Plugin{
 		host:     h,
-		sha:      hex.EncodeToString(sum[:]),
+		sha:      sha,
 		pool:     make(chan *instance, h.opts.PoolSize),
 		drained:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -242,6 +312,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	out := &capWriter{max: 2048}
 	cfg := p.modCfg.WithStdout(out).WithStderr(out)
 	ictx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
+	ictx = experimental.WithMemoryAllocator(ictx, linearMemory)
 	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
 	_ = end()
 	if err != nil {

@@ -650,3 +650,40 @@ func TestLoadServesBeforeThePoolIsFilled(t *testing.T) {
 	release()
 	waitIdle(t, p, 4)
 }
+
+// TestHeldFillsWaitUntilReleased: while HoldFills is in force a loaded
+// plugin keeps the one instance its load made (and serves calls on it);
+// its pool fills once every hold is released, and a plugin closed while
+// held does not wait for the release.
+func TestHeldFillsWaitUntilReleased(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, Options{PoolSize: 3})
+	release1, release2 := h.HoldFills(), h.HoldFills()
+	t.Cleanup(release1)
+	t.Cleanup(release2)
+	if !h.FillsHeld() {
+		t.Fatal("FillsHeld false under a hold")
+	}
+	p := load(t, h, "ledger")
+	closed := load(t, h, "notify")
+	waitFor(t, func() bool { return h.fillsHeld.Load() == 2 }, "both fills waiting for the release")
+	if s := p.Stats(); s.Idle != 1 {
+		t.Fatalf("stats with the filling held = %+v, want 1 idle instance", s)
+	}
+	if _, err := p.Decide(t.Context(), decideInput("deposit", `{"amount":"1.00"}`)); err != nil {
+		t.Fatalf("decide while the filling is held: %v", err)
+	}
+	if err := closed.Close(t.Context()); err != nil {
+		t.Fatalf("close a plugin whose filling is held: %v", err)
+	}
+	release1()
+	release1() // idempotent: must not count as the second release
+	if !h.FillsHeld() || h.fillsHeld.Load() != 1 {
+		t.Fatalf("after one of two releases: held %v, %d fills waiting; want held, 1 waiting", h.FillsHeld(), h.fillsHeld.Load())
+	}
+	release2()
+	if h.FillsHeld() {
+		t.Fatal("FillsHeld true after every release")
+	}
+	waitIdle(t, p, 3)
+}

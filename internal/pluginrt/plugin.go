@@ -343,6 +343,9 @@ func (p *Plugin) fill(n int) {
 		if hook := p.host.opts.beforeFill; hook != nil {
 			hook()
 		}
+		if !p.host.waitFills(p.stop) {
+			return
+		}
 		var g errgroup.Group
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for range n {

@@ -1,7 +1,6 @@
 package pluginrt
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -62,6 +61,12 @@ func NewRegistry(h *Host) *Registry {
 	return r
 }
 
+// HoldFills holds back the filling of instance pools, as Host.HoldFills.
+func (r *Registry) HoldFills() (release func()) { return r.h.HoldFills() }
+
+// FillsHeld reports whether a HoldFills is in force.
+func (r *Registry) FillsHeld() bool { return r.h.FillsHeld() }
+
 // Get returns the current version of the plugin called name.
 func (r *Registry) Get(name string) (*Plugin, bool) {
 	e, ok := (*r.entries.Load())[name]
@@ -86,7 +91,8 @@ func (r *Registry) OnChange(fn func(name string, p *Plugin)) {
 // plugin it describes. A module failing Load or check is refused with a
 // *LoadError listing every reason, and the current version keeps serving.
 // Installing the bytes of the current version changes nothing and returns
-// it.
+// it. wasm must not be modified afterwards: it is kept, not copied, for
+// a later Rollback.
 func (r *Registry) Install(ctx context.Context, wasm []byte, check func(context.Context, *Plugin) error) (*Plugin, error) {
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
@@ -95,7 +101,7 @@ func (r *Registry) Install(ctx context.Context, wasm []byte, check func(context.
 			return cur, nil
 		}
 	}
-	p, err := r.h.Load(ctx, wasm)
+	p, err := r.h.load(ctx, wasm, sha)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +118,7 @@ func (r *Registry) Install(ctx context.Context, wasm []byte, check func(context.
 		r.closeInBackground(p)
 		return cur, nil
 	}
-	r.swap(e, p, bytes.Clone(wasm))
+	r.swap(e, p, wasm)
 	return p, nil
 }
 

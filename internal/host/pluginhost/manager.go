@@ -109,8 +109,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.pmu.Unlock()
 	loaded := make(chan struct{})
 	m.loaded = loaded
+	// Until every start-up plugin is loaded, each has the one instance its
+	// load makes; the rest of the pools are made afterwards, so that
+	// readiness waits only for what it promises.
+	releaseFills := m.opts.Registry.HoldFills()
 	err = m.bg.Start(context.WithoutCancel(ctx), func(pctx context.Context) {
 		m.initialLoad(pctx)
+		releaseFills()
 		m.pmu.Lock()
 		m.pending = nil
 		m.pmu.Unlock()
@@ -118,13 +123,25 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.poll(pctx)
 	})
 	if err != nil {
+		releaseFills()
 		return fmt.Errorf("plugins: %w", err)
 	}
 	return nil
 }
 
 func (m *Manager) initialLoad(ctx context.Context) {
-	if err := m.syncStore(ctx); err != nil {
+	// The active versions are usually the built-in plugins or files of the
+	// plugins directory: their bytes are taken from there rather than read
+	// again from the store (megabytes each, most of a restart's store time).
+	files := m.readDir()
+	local := make(map[string][]byte, len(m.opts.Builtin)+len(files))
+	for _, b := range m.opts.Builtin {
+		local[hexSum(b)] = b
+	}
+	for _, f := range files {
+		local[f.sum] = f.wasm
+	}
+	if err := m.syncStore(ctx, local); err != nil {
 		m.log.Error("loading the active plugin versions failed", "err", err)
 	}
 	active, err := m.activeNames(ctx)
@@ -148,7 +165,7 @@ func (m *Manager) initialLoad(ctx context.Context) {
 		}
 		m.done1(name)
 	}
-	m.syncDir(ctx)
+	m.syncDir(ctx, files)
 }
 
 // done1 marks a name as no longer loading.
@@ -217,10 +234,10 @@ func (m *Manager) poll(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := m.syncStore(ctx); err != nil && ctx.Err() == nil {
+			if err := m.syncStore(ctx, nil); err != nil && ctx.Err() == nil {
 				m.log.Warn("plugin sync with the store failed", "err", err)
 			}
-			m.syncDir(ctx)
+			m.syncDir(ctx, m.readDir())
 		}
 	}
 }
@@ -238,8 +255,9 @@ func (m *Manager) activeNames(ctx context.Context) (map[string]bool, error) {
 }
 
 // syncStore loads every active version the registry does not run yet: how
-// a version installed through another process reaches this one.
-func (m *Manager) syncStore(ctx context.Context) error {
+// a version installed through another process reaches this one. local
+// holds module bytes by their SHA-256, used instead of the store's copy.
+func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error {
 	// m.mu is taken before the active versions are read: an install or
 	// rollback holding it activates its version in the store, and a list
 	// read before it finished would load the version it replaced.
@@ -261,16 +279,21 @@ func (m *Manager) syncStore(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bin, err := m.opts.Store.GetPluginVersion(ctx, a.Name, a.SHA256)
-			if err != nil {
-				m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
-				return
+			module, from := local[a.SHA256], "local copy"
+			if module == nil {
+				bin, err := m.opts.Store.GetPluginVersion(ctx, a.Name, a.SHA256)
+				if err != nil {
+					m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+					return
+				}
+				module, from = bin.Wasm, "store"
 			}
-			if _, err := m.opts.Registry.Install(ctx, bin.Wasm, m.checkFor(a.Name)); err != nil {
+			p, err := m.opts.Registry.Install(ctx, module, m.checkFor(a.Name))
+			if err != nil {
 				m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
 				return
 			}
-			m.log.Info("plugin version loaded from the store", "plugin", a.Name, "version", bin.Version, "sha256", a.SHA256)
+			m.log.Info("active plugin version loaded", "plugin", a.Name, "version", p.Description().Version, "sha256", a.SHA256, "from", from)
 			m.done1(a.Name)
 		}()
 	}
@@ -278,22 +301,38 @@ func (m *Manager) syncStore(ctx context.Context) error {
 	return nil
 }
 
-// syncDir installs *.wasm files of the plugins directory that are new or
-// changed since last seen.
-func (m *Manager) syncDir(ctx context.Context) {
+// dirFile is a *.wasm file of the plugins directory, read.
+type dirFile struct {
+	path, sum string
+	wasm      []byte
+}
+
+// readDir reads the *.wasm files of the plugins directory; files that
+// cannot be read are left for the next poll.
+func (m *Manager) readDir() []dirFile {
 	if m.opts.Dir == "" {
-		return
+		return nil
 	}
-	files, err := filepath.Glob(filepath.Join(m.opts.Dir, "*.wasm"))
+	paths, err := filepath.Glob(filepath.Join(m.opts.Dir, "*.wasm"))
 	if err != nil {
-		return
+		return nil
 	}
-	for _, f := range files {
+	files := make([]dirFile, 0, len(paths))
+	for _, f := range paths {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		sum := hexSum(b)
+		files = append(files, dirFile{path: f, sum: hexSum(b), wasm: b})
+	}
+	return files
+}
+
+// syncDir installs the files of the plugins directory (read by readDir)
+// that are new or changed since last seen.
+func (m *Manager) syncDir(ctx context.Context, files []dirFile) {
+	for _, file := range files {
+		f, b, sum := file.path, file.wasm, file.sum
 		if m.dirSeen[f] == sum {
 			continue
 		}

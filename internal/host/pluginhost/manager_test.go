@@ -2,6 +2,8 @@ package pluginhost_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/factline/factline/internal/host/wasm"
 	"github.com/factline/factline/internal/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil/wait"
 )
 
 // TestRestartLoadsActivePluginsSideBySide: at start, the versions active
@@ -92,6 +95,73 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 	}
 }
 
+// TestStartFillsPoolsOnceEveryPluginLoaded: while the start-up plugins
+// load, the pools of those already loaded stay at their first instance
+// (the others would only compete for the CPU with the loads readiness
+// waits for); once all are loaded, every pool fills.
+func TestStartFillsPoolsOnceEveryPluginLoaded(t *testing.T) {
+	ctx := t.Context()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "notify"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := teststore.Open(t, "sqlite")
+	first := newManager(t, st, cacheDir, "", nil)
+	for i, name := range []string{"ledger", "notify"} {
+		if _, err := first.Install(ctx, name, mods[i]); err != nil {
+			t.Fatalf("install %s: %v", name, err)
+		}
+	}
+
+	var (
+		mu   sync.Mutex
+		held []bool
+	)
+	var m *pluginhost.Manager
+	check := func(context.Context, *wasm.Plugin) error {
+		mu.Lock()
+		held = append(held, m.Registry().FillsHeld())
+		mu.Unlock()
+		return nil
+	}
+	m = newManager(t, st, cacheDir, "", check)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := m.WaitLoaded(wctx); err != nil {
+		t.Fatalf("plugins not loaded: %v", err)
+	}
+	mu.Lock()
+	if len(held) != 2 || !held[0] || !held[1] {
+		t.Errorf("pool filling held during each start-up load: %v, want [true true]", held)
+	}
+	mu.Unlock()
+	if m.Registry().FillsHeld() {
+		t.Error("pool filling still held once the start-up loading is done")
+	}
+	for _, name := range []string{"ledger", "notify"} {
+		p, ok := m.Registry().Get(name)
+		if !ok {
+			t.Fatalf("%s not loaded", name)
+		}
+		wait.Eventually(t, 30*time.Second, name+"'s pool to fill", func() bool {
+			s := p.Stats()
+			return s.Idle == s.Instances
+		})
+	}
+}
+
 // writeCounter counts the plugin writes made through it.
 type writeCounter struct {
 	store.Store
@@ -158,9 +228,98 @@ func TestRestartDoesNotRewriteUnchangedPluginFiles(t *testing.T) {
 	}
 }
 
+// readCounter counts the plugin versions read from the store.
+type readCounter struct {
+	store.Store
+	reads atomic.Int32
+}
+
+func (r *readCounter) GetPluginVersion(ctx context.Context, name, sha256 string) (*store.PluginBinary, error) {
+	r.reads.Add(1)
+	return r.Store.GetPluginVersion(ctx, name, sha256)
+}
+
+// TestRestartTakesActiveVersionsFromLocalCopies: a restart takes the bytes
+// of an active version from the built-in plugins or the plugins directory
+// when they hold it, and reads the store only for versions found nowhere
+// else (one installed through the API).
+func TestRestartTakesActiveVersionsFromLocalCopies(t *testing.T) {
+	ctx := t.Context()
+	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		dir       bool // the module is a file of the plugins directory
+		builtin   bool // the module is built in
+		wantReads int32
+	}{
+		{"plugins directory", true, false, 0},
+		{"built in", false, true, 0},
+		{"installed through the API only", false, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &readCounter{Store: teststore.Open(t, "sqlite")}
+			first := newManager(t, st, cacheDir, "", nil)
+			if _, err := first.Install(ctx, "ledger", mods[0]); err != nil {
+				t.Fatal(err)
+			}
+			dir := ""
+			if tc.dir {
+				dir = t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, "ledger.wasm"), mods[0], 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var builtin map[string][]byte
+			if tc.builtin {
+				builtin = map[string][]byte{"ledger": mods[0]}
+			}
+			st.reads.Store(0)
+			m := newManagerOpts(t, st, cacheDir, pluginhost.Options{Dir: dir, Builtin: builtin})
+			if err := m.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Stop(context.Background()) })
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			if err := m.WaitLoaded(wctx); err != nil {
+				t.Fatalf("plugins not loaded: %v", err)
+			}
+			if p, ok := m.Registry().Get("ledger"); !ok || p.SHA256() != sha256Hex(mods[0]) {
+				t.Fatalf("ledger not loaded at the active version after the restart")
+			}
+			if n := st.reads.Load(); n != tc.wantReads {
+				t.Errorf("plugin versions read from the store: %d, want %d", n, tc.wantReads)
+			}
+		})
+	}
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
 // newManager returns a plugin manager of its own wasm host on st, with
 // the plugins directory dir ("" for none).
 func newManager(t *testing.T, st store.Store, cacheDir, dir string, check func(context.Context, *wasm.Plugin) error) *pluginhost.Manager {
+	t.Helper()
+	return newManagerOpts(t, st, cacheDir, pluginhost.Options{Dir: dir, Check: check})
+}
+
+// newManagerOpts returns a plugin manager of its own wasm host on st with
+// opts (their Store and Registry set here).
+func newManagerOpts(t *testing.T, st store.Store, cacheDir string, opts pluginhost.Options) *pluginhost.Manager {
 	t.Helper()
 	host, err := wasm.NewHost(wasm.Options{CacheDir: cacheDir})
 	if err != nil {
@@ -173,7 +332,8 @@ func newManager(t *testing.T, st store.Store, cacheDir, dir string, check func(c
 		defer cancel()
 		host.Close(ctx)
 	})
-	m, err := pluginhost.NewManager(pluginhost.Options{Store: st, Registry: reg, Dir: dir, Check: check})
+	opts.Store, opts.Registry = st, reg
+	m, err := pluginhost.NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
