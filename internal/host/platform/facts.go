@@ -249,9 +249,9 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		if len(data) == 0 {
 			data = json.RawMessage(`{}`)
 		}
-		fid := id.New(id.Fact)
+		fid, fresh := id.New(id.Fact), true
 		if i == 0 && prov.FactID != "" {
-			fid = prov.FactID
+			fid, fresh = prov.FactID, false
 		}
 		f := store.Fact{
 			ID:        fid,
@@ -265,7 +265,7 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 			Data:      data,
 			CreatedAt: now,
 		}
-		items[i] = store.Append{Fact: f}
+		items[i] = store.Append{Fact: f, FreshID: fresh}
 		if pin != 0 {
 			items[i].ExpectedVersion = pin + int64(i)
 		}

@@ -20,6 +20,7 @@ import (
 type countingStore struct {
 	store.Store
 	gets, appends atomic.Int64
+	last          atomic.Pointer[[]store.Append] // the last AppendFacts call's items
 }
 
 func (c *countingStore) GetEntity(ctx context.Context, tenant, id string) (*store.Entity, error) {
@@ -29,6 +30,7 @@ func (c *countingStore) GetEntity(ctx context.Context, tenant, id string) (*stor
 
 func (c *countingStore) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
 	c.appends.Add(1)
+	c.last.Store(&items)
 	return c.Store.AppendFacts(ctx, items)
 }
 
@@ -201,4 +203,27 @@ func TestRunCommandOnStaleCopyRetries(t *testing.T) {
 			t.Fatalf("snapshot counts %d ticks, want 2", n)
 		}
 	})
+}
+
+// TestAppendFactMarksGeneratedIDsFresh: a fact id the platform generated is
+// handed to the store as fresh (not looked up); a caller's id is not.
+func TestAppendFactMarksGeneratedIDsFresh(t *testing.T) {
+	svc, cs, _ := newCountingService(t, "sqlite")
+	ctx := context.Background()
+	e, err := svc.CreateEntity(ctx, "t1", platform.CreateEntityInput{Type: "account", Fields: map[string]any{"name": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id    string
+		fresh bool
+	}{{"", true}, {"fct_caller_chosen", false}} {
+		if _, err := svc.AppendFact(ctx, "t1", platform.AppendFactInput{ID: c.id, EntityID: e.ID, Type: "deposit", Data: map[string]any{"amount": json.Number("1")}}); err != nil {
+			t.Fatal(err)
+		}
+		items := *cs.last.Load()
+		if len(items) != 1 || items[0].FreshID != c.fresh {
+			t.Errorf("fact id %q: FreshID %v, want %v", c.id, items[0].FreshID, c.fresh)
+		}
+	}
 }
