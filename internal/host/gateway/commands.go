@@ -146,7 +146,9 @@ func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpe
 		input = mustMarshal(m)
 	}
 	run := func() (int, any, error) {
-		out, err := s.platform.RunCommand(ctx(c), tenant(c), entityID, cmd.Name, input, platform.Provenance{TraceID: traceID(c)})
+		// e was read just now to find the command; the platform decides
+		// on it rather than reading the entity again.
+		out, err := s.platform.RunCommandOn(ctx(c), tenant(c), e, cmd.Name, input, platform.Provenance{TraceID: traceID(c)})
 		if err != nil {
 			return 0, nil, err
 		}

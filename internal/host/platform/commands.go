@@ -64,14 +64,26 @@ func (s *Service) CommandNamed(entityType, name string) (ledger.CommandSpec, boo
 // ledger decides on the entity's current state; facts it decides are
 // recorded with the new state in one transaction.
 func (s *Service) RunCommand(ctx context.Context, tenant, entityID, command string, input json.RawMessage, prov Provenance) (*CommandOutcome, error) {
-	e, err := s.loadEntity(ctx, tenant, entityID)
+	e, mark, err := s.loadForWrite(ctx, tenant, entityID)
 	if err != nil {
 		return nil, err
 	}
+	return s.runCommand(ctx, tenant, e, mark, command, input, prov)
+}
+
+// RunCommandOn is RunCommand on a copy of the entity the caller has just
+// read (to find its type and command), so that the command need not read
+// it again. A copy that turns out stale costs a retry, never a wrong
+// decision: the facts are pinned to the version the ledger decided on.
+func (s *Service) RunCommandOn(ctx context.Context, tenant string, e *store.Entity, command string, input json.RawMessage, prov Provenance) (*CommandOutcome, error) {
+	return s.runCommand(ctx, tenant, e, s.locks.mark(tenant, e.ID), command, input, prov)
+}
+
+func (s *Service) runCommand(ctx context.Context, tenant string, e *store.Entity, mark readMark, command string, input json.RawMessage, prov Provenance) (*CommandOutcome, error) {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
-	facts, result, err := s.Execute(ctx, tenant, e, ledger.Command{Name: command, Input: input}, prov, 0)
+	facts, result, err := s.execute(ctx, tenant, e, mark, ledger.Command{Name: command, Input: input}, prov, 0)
 	if err != nil {
 		return nil, err
 	}

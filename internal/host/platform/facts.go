@@ -66,7 +66,7 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	if len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
-	e, err := s.loadEntity(ctx, tenant, in.EntityID)
+	e, mark, err := s.loadForWrite(ctx, tenant, in.EntityID)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 		return nil, problem.Validation(errs)
 	}
 	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: mustJSON(in.Data)})
-	facts, _, err := s.Execute(ctx, tenant, e, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID, FactID: in.ID}, in.ExpectedVersion)
+	facts, _, err := s.execute(ctx, tenant, e, mark, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID, FactID: in.ID}, in.ExpectedVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +122,21 @@ var ErrDuplicateFact = errors.New("platform: fact already recorded")
 // by several processes exhausts. Every lost race means another writer
 // committed, so the entity as a whole always makes progress.
 func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, json.RawMessage, error) {
+	return s.execute(ctx, tenant, e, readMark{}, cmd, prov, expectedVersion)
+}
+
+// loadForWrite reads an entity a writer will decide on, with the mark that
+// tells execute, once it holds the entity's lock, whether the copy is still
+// current: most writes then read the entity once, not twice.
+func (s *Service) loadForWrite(ctx context.Context, tenant, entityID string) (*store.Entity, readMark, error) {
+	mark := s.locks.mark(tenant, entityID)
+	e, err := s.loadEntity(ctx, tenant, entityID)
+	return e, mark, err
+}
+
+// execute is Execute on a copy of e read after mark was taken (the zero
+// mark: a copy of unknown age).
+func (s *Service) execute(ctx context.Context, tenant string, e *store.Entity, mark readMark, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, json.RawMessage, error) {
 	t, err := s.entityType(e.Type)
 	if err != nil {
 		return nil, nil, err
@@ -134,7 +149,7 @@ func (s *Service) Execute(ctx context.Context, tenant string, e *store.Entity, c
 		// database are still caught by the version check and retried.
 		unlock := s.locks.lock(tenant, e.ID)
 		defer unlock()
-		if expectedVersion == 0 {
+		if expectedVersion == 0 && !mark.current() {
 			// The caller's copy may predate a writer that held the lock.
 			if e, err = s.loadEntity(ctx, tenant, e.ID); err != nil {
 				return nil, nil, err
@@ -234,9 +249,9 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		if len(data) == 0 {
 			data = json.RawMessage(`{}`)
 		}
-		fid := id.New(id.Fact)
+		fid, fresh := id.New(id.Fact), true
 		if i == 0 && prov.FactID != "" {
-			fid = prov.FactID
+			fid, fresh = prov.FactID, false
 		}
 		f := store.Fact{
 			ID:        fid,
@@ -250,7 +265,7 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 			Data:      data,
 			CreatedAt: now,
 		}
-		items[i] = store.Append{Fact: f}
+		items[i] = store.Append{Fact: f, FreshID: fresh}
 		if pin != 0 {
 			items[i].ExpectedVersion = pin + int64(i)
 		}

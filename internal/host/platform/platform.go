@@ -118,9 +118,11 @@ func (s *Service) Close() {
 // EntityCache returns the read cache of GetEntity, nil when there is none.
 func (s *Service) EntityCache() *entitycache.Cache { return s.cache }
 
-// changed tells the entity cache that a write to the entity has returned,
-// whatever its outcome: a write that failed may still have committed.
+// changed tells the entity cache and the writers' read marks (see
+// loadForWrite) that a write to the entity has returned, whatever its
+// outcome: a write that failed may still have committed.
 func (s *Service) changed(tenant, entityID string) {
+	s.locks.stripe(tenant, entityID).wrote()
 	if s.cache != nil {
 		s.cache.Invalidate(tenant, entityID)
 	}

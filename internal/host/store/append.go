@@ -49,12 +49,14 @@ func CheckAppends(items []Append) error {
 }
 
 // AppendReads returns what a driver reads before [DecideAppends]: the
-// entities the items name (each once, in first-use order) and their fact
-// ids.
+// entities the items name (each once, in first-use order) and the fact ids
+// to look up (all but fresh ones).
 func AppendReads(items []Append) (entities []EntityKey, factIDs []string) {
 	seen := make(map[EntityKey]bool)
 	for _, it := range items {
-		factIDs = append(factIDs, it.Fact.ID)
+		if !it.FreshID {
+			factIDs = append(factIDs, it.Fact.ID)
+		}
 		if it.Fact.EntityID == "" {
 			continue
 		}

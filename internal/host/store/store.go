@@ -176,6 +176,11 @@ type Append struct {
 	// transaction, only when this item succeeds. Its DeliveryID must be
 	// new (else the whole call fails).
 	Outbox *OutboxRow
+	// FreshID says Fact.ID was generated for this append (a new random
+	// id, not one a caller chose): the store does not look it up among the
+	// stored ids, and should it be taken after all, the whole call fails
+	// with ErrAlreadyExists.
+	FreshID bool
 }
 
 // AppendResult reports one item of an AppendFacts batch.

@@ -81,7 +81,8 @@ FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bi
 // position order and a reader never sees position p+1 before p.
 //
 // Under that lock, the first round trip also locks the entity rows the
-// items name and looks up which fact ids are taken. Nothing those answers
+// items name and looks up which fact ids are taken (fresh ones are not
+// looked up). Nothing those answers
 // depend on can change until commit (other appends wait on the head lock,
 // UpdateEntity waits on the entity lock, fact ids are only written by
 // appends), so the items are then decided in Go, in order: a missing
@@ -162,16 +163,18 @@ func appendReads(ctx context.Context, tx pgx.Tx, items []store.Append) (head int
 		})
 	}
 	taken = make(map[string]bool)
-	b.Queue(takenIDs, factIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
+	if len(factIDs) > 0 {
+		b.Queue(takenIDs, factIDs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				taken[id] = true
 			}
-			taken[id] = true
-		}
-		return rows.Err()
-	})
+			return rows.Err()
+		})
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, nil, nil, err
 	}

@@ -109,3 +109,73 @@ FROM generate_series(1, 20000) AS g`)
 		}
 	}
 }
+
+// TestAppendRewritesEntityRowsInPlace: an append's entity update (version,
+// fact_seq, state) leaves the row on its page, so it is a HOT update that
+// writes none of the entities' indexes, even for rows stored densely by a
+// bulk of creates.
+func TestAppendRewritesEntityRowsInPlace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, testutil.Postgres(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 300
+	var items []store.Append
+	for i := range n {
+		id := fmt.Sprintf("acct-%04d", i)
+		e := &store.Entity{TenantID: "tnt_a", ID: id, Type: "account", Version: 1,
+			Data: []byte(`{"name":"Account ` + id + `","status":"active"}`), CreatedAt: 1, UpdatedAt: 1}
+		if err := s.CreateEntity(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, store.Append{
+			Fact:  store.Fact{ID: "fct_" + id, TenantID: "tnt_a", EntityID: id, Type: "deposit", Timestamp: 2, Data: []byte(`{"amount":"1.25"}`), CreatedAt: 2},
+			State: []byte(`{"balance":"1.25","currency":"USD","facts":1}`),
+		})
+	}
+	pages := func() map[string]string {
+		rows, err := s.pool.Query(ctx, `SELECT id, (ctid::text::point)[0]::text FROM entities`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var id, page string
+			if err := rows.Scan(&id, &page); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = page
+		}
+		return out
+	}
+	before := pages()
+	// One transaction per append, as writers spread over many entities
+	// commit them, to every fifth entity: the room a page keeps must hold
+	// the new versions of the rows updated on it before it is pruned (when
+	// no older transaction still sees the old ones).
+	for i, it := range items {
+		if i%5 != 0 {
+			continue
+		}
+		res, err := s.AppendFacts(ctx, []store.Append{it})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	moved := 0
+	for id, page := range pages() {
+		if before[id] != page {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Errorf("%d of %d entity rows left their page when their fact was appended (updates that write every index)", moved, n/5)
+	}
+}

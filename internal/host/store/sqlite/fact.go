@@ -68,7 +68,9 @@ func appendInTx(ctx context.Context, tx *sql.Tx, items []store.Append) ([]store.
 	if len(items) == 0 {
 		return []store.AppendResult{}, 0, nil
 	}
-	head, entities, taken, err := appendReads(ctx, tx, items)
+	st := newTxStmts(tx)
+	defer st.close()
+	head, entities, taken, err := appendReads(ctx, tx, st, items)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -76,15 +78,72 @@ func appendInTx(ctx context.Context, tx *sql.Tx, items []store.Append) ([]store.
 	if written == 0 {
 		return results, 0, nil
 	}
-	if err := appendWrites(ctx, tx, items, results, entities, head+int64(written)); err != nil {
+	if err := appendWrites(ctx, tx, st, items, results, entities, head+int64(written)); err != nil {
 		return nil, 0, err
 	}
 	return results, written, nil
 }
 
+// The per-item statements of an append transaction.
+const (
+	appendEntityRead = `SELECT type, version,
+	(SELECT COALESCE(MAX(seq), 0) FROM facts WHERE tenant_id = e.tenant_id AND entity_id = e.id)
+FROM entities e WHERE tenant_id = ? AND id = ?`
+	appendIDTaken     = `SELECT COUNT(*) FROM facts WHERE id = ?`
+	appendFactInsert  = `INSERT INTO facts (` + factColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	appendEntityWrite = `UPDATE entities SET version = ?, updated_at = MAX(updated_at, ?),
+	state = CASE WHEN ? THEN ? ELSE state END
+WHERE tenant_id = ? AND id = ?`
+)
+
+// txStmts prepares each statement once per transaction: the driver
+// compiles a statement on every call otherwise, and a group commit runs the
+// same few statements for every item of its batch.
+type txStmts struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func newTxStmts(tx *sql.Tx) *txStmts { return &txStmts{tx: tx, stmts: map[string]*sql.Stmt{}} }
+
+func (p *txStmts) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := p.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := p.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	p.stmts[query] = st
+	return st, nil
+}
+
+func (p *txStmts) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := p.get(ctx, query)
+	if err != nil {
+		// Row.Scan reports the error; an unprepared query runs as before.
+		return p.tx.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (p *txStmts) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := p.get(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (p *txStmts) close() {
+	for _, st := range p.stmts {
+		st.Close()
+	}
+}
+
 // appendReads returns the last position, the existing entities the items
 // name and which of their fact ids are taken.
-func appendReads(ctx context.Context, tx *sql.Tx, items []store.Append) (head int64, entities map[store.EntityKey]*store.AppendEntity, taken map[string]bool, err error) {
+func appendReads(ctx context.Context, tx *sql.Tx, st *txStmts, items []store.Append) (head int64, entities map[store.EntityKey]*store.AppendEntity, taken map[string]bool, err error) {
 	if err := tx.QueryRowContext(ctx, `SELECT last FROM fact_position WHERE id = 1`).Scan(&head); err != nil {
 		return 0, nil, nil, err
 	}
@@ -92,9 +151,7 @@ func appendReads(ctx context.Context, tx *sql.Tx, items []store.Append) (head in
 	entities = make(map[store.EntityKey]*store.AppendEntity, len(keys))
 	for _, k := range keys {
 		var e store.AppendEntity
-		err := tx.QueryRowContext(ctx, `SELECT type, version,
-	(SELECT COALESCE(MAX(seq), 0) FROM facts WHERE tenant_id = e.tenant_id AND entity_id = e.id)
-FROM entities e WHERE tenant_id = ? AND id = ?`, k.TenantID, k.ID).Scan(&e.Type, &e.Version, &e.FactSeq)
+		err := st.queryRow(ctx, appendEntityRead, k.TenantID, k.ID).Scan(&e.Type, &e.Version, &e.FactSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
@@ -106,7 +163,7 @@ FROM entities e WHERE tenant_id = ? AND id = ?`, k.TenantID, k.ID).Scan(&e.Type,
 	taken = make(map[string]bool)
 	for _, id := range factIDs {
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM facts WHERE id = ?`, id).Scan(&n); err != nil {
+		if err := st.queryRow(ctx, appendIDTaken, id).Scan(&n); err != nil {
 			return 0, nil, nil, err
 		}
 		taken[id] = n > 0
@@ -117,14 +174,14 @@ FROM entities e WHERE tenant_id = ? AND id = ?`, k.TenantID, k.ID).Scan(&e.Type,
 // appendWrites writes what store.DecideAppends decided: the successful
 // items' facts and outbox rows, the touched entities and the new last
 // position.
-func appendWrites(ctx context.Context, tx *sql.Tx, items []store.Append, results []store.AppendResult,
+func appendWrites(ctx context.Context, tx *sql.Tx, st *txStmts, items []store.Append, results []store.AppendResult,
 	entities map[store.EntityKey]*store.AppendEntity, last int64) error {
 	for i, r := range results {
 		if r.Err != nil {
 			continue
 		}
 		f := r.Fact
-		_, err := tx.ExecContext(ctx, `INSERT INTO facts (`+factColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := st.exec(ctx, appendFactInsert,
 			f.Position, f.ID, f.TenantID, nullString(f.EntityID), nullString(f.EntityType), f.Seq, f.Type,
 			nullString(f.Subtype), nullString(f.SourceID), nullString(f.TraceID), f.Timestamp, objectOrEmpty(f.Data), f.CreatedAt)
 		if err != nil {
@@ -140,9 +197,7 @@ func appendWrites(ctx context.Context, tx *sql.Tx, items []store.Append, results
 		if !e.Touched {
 			continue
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE entities SET version = ?, updated_at = MAX(updated_at, ?),
-	state = CASE WHEN ? THEN ? ELSE state END
-WHERE tenant_id = ? AND id = ?`, e.Version, e.MaxAt, e.SetState, nullJSON(e.State), k.TenantID, k.ID)
+		_, err := st.exec(ctx, appendEntityWrite, e.Version, e.MaxAt, e.SetState, nullJSON(e.State), k.TenantID, k.ID)
 		if err != nil {
 			return err
 		}

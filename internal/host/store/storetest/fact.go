@@ -31,6 +31,43 @@ var factTests = []test{
 	{"Scan", testFactScan},
 	{"ListFacts", testFactList},
 	{"AppendRequiresIDAndTenant", testFactAppendRequiresIDAndTenant},
+	{"AppendFreshIDs", testFactAppendFreshIDs},
+}
+
+// Fresh ids (generated for the append) are not looked up: they are
+// appended like any other, and one that is taken after all fails the whole
+// call with ErrAlreadyExists, writing nothing, where a caller's taken id
+// fails only its item.
+func testFactAppendFreshIDs(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	createEntity(t, s, newEntity("tnt_a", "ent_acc", "account"))
+	fact := func(id string) store.Fact {
+		return store.Fact{ID: id, TenantID: "tnt_a", EntityID: "ent_acc", Type: "deposit", Timestamp: t0, CreatedAt: t0}
+	}
+	res := appendOK(t, s, store.Append{Fact: fact("fct_1"), FreshID: true}, store.Append{Fact: fact("fct_2"), FreshID: true})
+	if res[1].Fact.Seq != 2 || res[1].Fact.Position != 2 {
+		t.Errorf("second fresh fact at seq %d, position %d; want 2, 2", res[1].Fact.Seq, res[1].Fact.Position)
+	}
+
+	res, err := s.AppendFacts(ctx, []store.Append{{Fact: fact("fct_3"), FreshID: true}, {Fact: fact("fct_1")}})
+	noErr(t, err, "AppendFacts of a caller's taken id")
+	if res[0].Err != nil || !errors.Is(res[1].Err, store.ErrAlreadyExists) {
+		t.Errorf("a caller's taken id: item errors %v, %v; want nil, ErrAlreadyExists", res[0].Err, res[1].Err)
+	}
+
+	_, err = s.AppendFacts(ctx, []store.Append{{Fact: fact("fct_4"), FreshID: true}, {Fact: fact("fct_2"), FreshID: true}})
+	if !errors.Is(err, store.ErrAlreadyExists) {
+		t.Errorf("a taken fresh id: error %v, want ErrAlreadyExists for the call", err)
+	}
+	head, err := s.HeadPosition(ctx)
+	noErr(t, err, "HeadPosition")
+	if head != 3 {
+		t.Errorf("head position %d, want 3 (the failed call wrote nothing)", head)
+	}
+	if _, err := s.GetFact(ctx, "tnt_a", "fct_4"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("fct_4 of the failed call: %v, want ErrNotFound", err)
+	}
 }
 
 // A fact without an id or a tenant fails the whole call and writes nothing.
