@@ -452,7 +452,9 @@ func testEntityConcurrentGets(t *testing.T, open Factory) {
 	seen := map[*store.Entity]bool{}
 	for _, r := range reads {
 		var i int
-		fmt.Sscanf(r.id, "ent_%d", &i)
+		if _, err := fmt.Sscanf(r.id, "ent_%d", &i); err != nil {
+			t.Fatalf("read id %q: %v", r.id, err)
+		}
 		exists := i < n && (r.tenant == "tnt_a" || i%2 == 0)
 		if !exists {
 			wantErr(t, r.err, store.ErrNotFound, "GetEntity "+r.tenant+"/"+r.id)
