@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
@@ -620,13 +621,12 @@ func TestOptions(t *testing.T) {
 // waitIdle waits (up to 30 s) until p's pool holds n idle instances.
 func waitIdle(t *testing.T, p *Plugin, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for p.Stats().Idle != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("idle instances %d, want %d (stats %+v)", p.Stats().Idle, n, p.Stats())
+	wait.EventuallyNil(t, 30*time.Second, func() error {
+		if st := p.Stats(); st.Idle != n {
+			return fmt.Errorf("idle instances %d, want %d (stats %+v)", st.Idle, n, st)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestLoadServesBeforeThePoolIsFilled: Load returns once one instance is
