@@ -14,6 +14,7 @@ import (
 	"github.com/factline/factline/internal/host/stream"
 	"github.com/factline/factline/internal/teststore"
 	tu "github.com/factline/factline/internal/testutil"
+	"github.com/factline/factline/internal/testutil/wait"
 )
 
 // runGroup runs g until the test ends.
@@ -401,18 +402,14 @@ func TestGroupSavesMembersCheckpointsInOneWrite(t *testing.T) {
 		for _, col := range cols {
 			wantSequence(t, col.waitFor(t, 4), 1, 4)
 		}
-		deadline := time.Now().Add(30 * time.Second)
 		for _, n := range names {
-			for {
+			wait.EventuallyNil(t, 30*time.Second, func() error {
 				cp, err := st.GetCheckpoint(context.Background(), n)
-				if err == nil && cp == last {
-					break
+				if err == nil && cp != last {
+					err = fmt.Errorf("%s's checkpoint %d, want %d", n, cp, last)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s's checkpoint %d, %v; want %d", n, cp, err, last)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return err
+			})
 		}
 		single, many := st.reset()
 		if single != 0 || !slices.Equal(many, []int{members}) {
