@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/ratelimit"
@@ -14,7 +15,7 @@ type limiterParts struct {
 
 // newLimiter builds the Redis limiter when a Redis URL is set, else the
 // in-process one.
-func newLimiter(_ context.Context, cfg Config) (gateway.RateLimiter, limiterParts, error) {
+func newLimiter(ctx context.Context, cfg Config) (gateway.RateLimiter, limiterParts, error) {
 	if cfg.RedisURL == "" {
 		m := ratelimit.NewMemory(ratelimit.MemoryOptions{})
 		return m, limiterParts{check: gateway.HealthCheck{Name: "ratelimit", Check: m.Check}, close: func() error { return nil }}, nil
@@ -27,6 +28,14 @@ func newLimiter(_ context.Context, cfg Config) (gateway.RateLimiter, limiterPart
 	// (RedisOptions.CallTimeout) and fails fast when Redis is down.
 	client := rc.failFast().client()
 	l := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: cfg.RateLimitFailOpen, Logger: cfg.Logger})
+	// A Redis that is down at start is not fatal (the limiter fails open
+	// or closed as configured, and /ready says so); warming only spares
+	// the first requests the cold client's work.
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := l.Warm(wctx); err != nil && cfg.Logger != nil {
+		cfg.Logger.Warn("rate limiter: Redis not ready at start", "err", err)
+	}
+	cancel()
 	mode := "fail-closed"
 	if cfg.RateLimitFailOpen {
 		mode = "fail-open"

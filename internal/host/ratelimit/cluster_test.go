@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,4 +200,37 @@ func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 		}
 		return nil
 	})
+}
+
+// TestWarmLoadsTheScriptOnEveryMaster: after Warm every master of the
+// cluster has the script, so a request's first decision on any slot does
+// not spend its call timeout loading it. Not parallel: no other test may
+// load the script between the flush and the check.
+func TestWarmLoadsTheScriptOnEveryMaster(t *testing.T) {
+	cl := testutil.RedisCluster(t)
+	client := cl.Client(t)
+	c := ctx(t)
+	if err := client.ForEachMaster(c, func(ctx context.Context, node *redis.Client) error {
+		return node.ScriptFlush(ctx).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{Prefix: cl.Prefix + "rl:"})
+	if err := lim.Warm(c); err != nil {
+		t.Fatal(err)
+	}
+	var masters atomic.Int32
+	if err := client.ForEachMaster(c, func(ctx context.Context, node *redis.Client) error {
+		masters.Add(1)
+		exists, err := node.ScriptExists(ctx, ratelimit.ScriptHash()).Result()
+		if err == nil && (len(exists) != 1 || !exists[0]) {
+			err = fmt.Errorf("master %s has no script after Warm", node.Options().Addr)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := masters.Load(); n < 3 {
+		t.Fatalf("%d masters checked, want the cluster's 3", n)
+	}
 }

@@ -35,3 +35,6 @@ func (r *Redis) PendingDecisions() int {
 	defer r.batch.mu.Unlock()
 	return len(r.batch.pending)
 }
+
+// ScriptHash is the SHA1 the limiter's script runs under.
+func ScriptHash() string { return gcraScript.Hash() }

@@ -295,3 +295,16 @@ func addrOf(c redis.UniversalClient) string {
 	}
 	return fmt.Sprintf("%T", c)
 }
+
+// Warm loads the limiter's script, on every master of a cluster, within
+// ctx. A decision's call is bounded by CallTimeout (100 ms by default); a
+// cold client first finds the cluster's slots, dials and has the script
+// loaded after a NOSCRIPT, which on a busy machine can exceed it and
+// refuse the first requests after a start with a 503. Warm does that
+// work before the gateway serves.
+func (r *Redis) Warm(ctx context.Context) error {
+	if err := gcraScript.Load(ctx, r.client).Err(); err != nil {
+		return fmt.Errorf("ratelimit: load the script into %s: %w", r.desc, err)
+	}
+	return nil
+}
