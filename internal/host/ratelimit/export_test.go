@@ -31,7 +31,5 @@ const LeaseTTL = leaseTTL
 // PendingDecisions is the number of exact decisions waiting for a round
 // trip.
 func (r *Redis) PendingDecisions() int {
-	r.batch.mu.Lock()
-	defer r.batch.mu.Unlock()
-	return len(r.batch.pending)
+	return r.batch.Pending()
 }
