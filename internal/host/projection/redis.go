@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/internal/gather"
 )
 
 // RedisState keeps projections in Redis (see redis_lua.go for the key
@@ -20,7 +22,7 @@ import (
 // atomic step (a script call covers up to 128 facts, each applied whole
 // or not at all with its dedupe record), and many calls travel in one
 // pipeline, shared with the calls of other projections applying at the
-// same time (see sender). Queries read the buckets of their plan in pages, two at a
+// same time (see newSender). Queries read the buckets of their plan in pages, two at a
 // time. Format 1 (one blob) updates are optimistic transactions
 // (WATCH/MULTI) that rewrite the blob.
 //
@@ -56,8 +58,8 @@ type redisRoot struct {
 	// beforeSeal, set by tests, runs between reading a level's children
 	// and sealing them.
 	beforeSeal func()
-	// sender shares round trips among concurrent applies.
-	sender sender
+	// sender shares round trips among concurrent applies (see newSender).
+	sender *gather.Gatherer[*sendReq]
 }
 
 // NewRedisState returns a state on a go-redis client.
@@ -65,7 +67,9 @@ func NewRedisState(rdb redis.UniversalClient) *RedisState {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &RedisState{rdb: rdb, root: &redisRoot{id: "redis" + hex.EncodeToString(b[:]), cluster: cluster}}
+	r := &RedisState{rdb: rdb, root: &redisRoot{id: "redis" + hex.EncodeToString(b[:]), cluster: cluster}}
+	r.root.sender = r.newSender()
+	return r
 }
 
 // WithPrefix returns a view of the same state whose keys all start with
@@ -485,7 +489,7 @@ func (r *RedisState) applyWave(ctx context.Context, keys []string, s *schema, he
 }
 
 // applyCalls runs calls of one script in one pipeline, shared with the
-// calls of other applies sent meanwhile (see sender). Calls answered -8
+// calls of other applies sent meanwhile (see newSender). Calls answered -8
 // (applySumScript's refusal) are listed in refused.
 func (r *RedisState) applyCalls(ctx context.Context, keys []string, script *redis.Script, calls [][]any, refused *[]int) (int, error) {
 	if len(calls) == 0 {

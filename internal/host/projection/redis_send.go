@@ -2,9 +2,10 @@ package projection
 
 import (
 	"context"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/internal/gather"
 )
 
 // maxSendCalls bounds the script calls of one shared round trip.
@@ -17,71 +18,34 @@ type sendReq struct {
 	script *redis.Script
 	calls  [][]any
 	cmds   []*redis.Cmd // filled in by the round trip
-	done   chan struct{}
 }
 
-// sender gathers the script calls that concurrent applies (the projections
-// fed one batch of the stream, each with its own key) send while a round
-// trip is in flight, and sends them together as one pipeline: a hundred
-// projections then cost Redis and the process a few round trips per batch
-// rather than a hundred, each waiting for one of the client's pooled
-// connections. A lone apply goes out at once. Each call stays atomic on
-// its own and gets its own answer.
-type sender struct {
-	mu      sync.Mutex
-	pending []*sendReq
-	running bool // a flusher is sending
+// newSender gathers the script calls that concurrent applies (the
+// projections fed one batch of the stream, each with its own key) send
+// while a round trip is in flight, and sends them together as one
+// pipeline: a hundred projections then cost Redis and the process a few
+// round trips per batch rather than a hundred, each waiting for one of the
+// client's pooled connections. A lone apply goes out at once. Each call
+// stays atomic on its own and gets its own answer.
+func (r *RedisState) newSender() *gather.Gatherer[*sendReq] {
+	return gather.New(gather.Config[*sendReq]{
+		Flights: 1,
+		Max:     maxSendCalls,
+		Weight:  func(req *sendReq) int { return len(req.calls) },
+	}, r.flush)
 }
 
 // send runs req's calls, in a round trip shared with the calls of other
 // applies, and fills in req.cmds; it returns early only when ctx ends.
 func (r *RedisState) send(ctx context.Context, req *sendReq) error {
-	req.ctx, req.done = ctx, make(chan struct{})
-	s := &r.root.sender
-	s.mu.Lock()
-	s.pending = append(s.pending, req)
-	start := !s.running
-	s.running = true
-	s.mu.Unlock()
-	if start {
-		go r.flushLoop()
+	req.ctx = ctx
+	if err := r.root.sender.Do(ctx, req); err != nil {
+		return err
 	}
-	select {
-	case <-req.done:
-		if req.cmds == nil {
-			return ctx.Err() // left out: ctx ended before the round trip
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if req.cmds == nil {
+		return ctx.Err() // left out: ctx ended before the round trip
 	}
-}
-
-// flushLoop sends what is pending, one round trip at a time, until
-// nothing is.
-func (r *RedisState) flushLoop() {
-	s := &r.root.sender
-	for {
-		s.mu.Lock()
-		n, calls := 0, 0
-		for n < len(s.pending) && (n == 0 || calls+len(s.pending[n].calls) <= maxSendCalls) {
-			calls += len(s.pending[n].calls)
-			n++
-		}
-		if n == 0 {
-			s.running = false
-			s.pending = nil
-			s.mu.Unlock()
-			return
-		}
-		batch := s.pending[:n:n]
-		s.pending = s.pending[n:]
-		s.mu.Unlock()
-		r.flush(batch)
-		for _, req := range batch {
-			close(req.done)
-		}
-	}
+	return nil
 }
 
 // flush sends the calls of batch in one pipeline. Each command keeps its

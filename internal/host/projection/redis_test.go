@@ -541,9 +541,7 @@ func TestConcurrentAppliesShareRoundTrips(t *testing.T) {
 		go apply(i)
 	}
 	testutil.Eventually(t, 30*time.Second, "the other projections' calls waiting", func() bool {
-		st.root.sender.mu.Lock()
-		defer st.root.sender.mu.Unlock()
-		return len(st.root.sender.pending) == projections-1
+		return st.root.sender.Pending() == projections-1
 	})
 	close(hook.release)
 	for range projections {
@@ -601,9 +599,7 @@ func TestSharedRoundTripOutlivesACaller(t *testing.T) {
 	<-first.held
 	waiting := func(n int) {
 		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%d projections' calls waiting", n), func() bool {
-			st.root.sender.mu.Lock()
-			defer st.root.sender.mu.Unlock()
-			return len(st.root.sender.pending) == n
+			return st.root.sender.Pending() == n
 		})
 	}
 	apply(1, ctx1) // first in the shared round trip, whose context it lends

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/factline/factline/internal/gather"
 )
 
 // maxBatch bounds how many exact decisions one Redis round trip carries.
@@ -16,65 +17,28 @@ const maxBatch = 128
 
 // batchReq is one exact decision waiting for its round trip.
 type batchReq struct {
-	key  string
-	rpm  int
-	res  scriptResult
-	err  error
-	done chan struct{}
+	key string
+	rpm int
+	res scriptResult
+	err error
 }
 
-// batcher gathers the exact decisions (one script call each) that arrive
-// while a round trip is in flight and sends them together, as one
+// newBatcher gathers the exact decisions (one script call each) that
+// arrive while a round trip is in flight and sends them together, as one
 // pipeline: under concurrent load many requests share one round trip,
 // while a lone request goes out at once, as a plain EVALSHA.
-type batcher struct {
-	mu      sync.Mutex
-	pending []*batchReq
-	running bool // a flusher is sending
+func (r *Redis) newBatcher() *gather.Gatherer[*batchReq] {
+	return gather.New(gather.Config[*batchReq]{Flights: 1, Max: maxBatch}, r.flush)
 }
 
 // decide runs the script for one request of key, batched with the
 // requests of other keys that arrive meanwhile.
 func (r *Redis) decide(ctx context.Context, key string, rpm int) (scriptResult, error) {
-	req := &batchReq{key: key, rpm: rpm, done: make(chan struct{})}
-	b := &r.batch
-	b.mu.Lock()
-	b.pending = append(b.pending, req)
-	start := !b.running
-	b.running = true
-	b.mu.Unlock()
-	if start {
-		go r.flushLoop()
+	req := &batchReq{key: key, rpm: rpm}
+	if err := r.batch.Do(ctx, req); err != nil {
+		return scriptResult{}, err
 	}
-	select {
-	case <-req.done:
-		return req.res, req.err
-	case <-ctx.Done():
-		return scriptResult{}, ctx.Err()
-	}
-}
-
-// flushLoop sends what is pending, one round trip at a time, until
-// nothing is.
-func (r *Redis) flushLoop() {
-	b := &r.batch
-	for {
-		b.mu.Lock()
-		n := min(len(b.pending), maxBatch)
-		if n == 0 {
-			b.running = false
-			b.pending = nil
-			b.mu.Unlock()
-			return
-		}
-		batch := b.pending[:n:n]
-		b.pending = b.pending[n:]
-		b.mu.Unlock()
-		r.flush(batch)
-		for _, req := range batch {
-			close(req.done)
-		}
-	}
+	return req.res, req.err
 }
 
 // flush decides batch in one round trip, within the call timeout and

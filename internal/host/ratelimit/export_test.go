@@ -31,9 +31,7 @@ const LeaseTTL = leaseTTL
 // PendingDecisions is the number of exact decisions waiting for a round
 // trip.
 func (r *Redis) PendingDecisions() int {
-	r.batch.mu.Lock()
-	defer r.batch.mu.Unlock()
-	return len(r.batch.pending)
+	return r.batch.Pending()
 }
 
 // ScriptHash is the SHA1 the limiter's script runs under.

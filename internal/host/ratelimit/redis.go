@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/factline/factline/internal/clock"
+	"github.com/factline/factline/internal/gather"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 )
@@ -101,7 +102,7 @@ type Redis struct {
 	leases   *leaseTable
 	timeout  time.Duration
 	breaker  *gobreaker.CircuitBreaker[scriptResult]
-	batch    batcher
+	batch    *gather.Gatherer[*batchReq] // exact decisions sharing round trips
 
 	// clk replaces the server clock when set (RedisOptions.Clock).
 	clk clock.Clock
@@ -119,6 +120,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	}
 	r := &Redis{client: client, prefix: opts.Prefix, failOpen: opts.FailOpen, log: opts.Logger,
 		leaseCap: opts.MaxLease, leases: newLeaseTable(), clk: opts.Clock}
+	r.batch = r.newBatcher()
 	if r.leaseCap == 0 {
 		r.leaseCap = DefaultMaxLease
 	}

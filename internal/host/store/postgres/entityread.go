@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/factline/factline/internal/gather"
 	"github.com/factline/factline/internal/host/store"
 )
 
@@ -51,14 +51,11 @@ type entityRead struct {
 	tenant, id string
 	e          *store.Entity
 	err        error
-	done       chan struct{}
 }
 
 // entityReads gathers GetEntity calls into statements.
 type entityReads struct {
-	mu      sync.Mutex
-	pending []*entityRead
-	flights int // flush loops running
+	g *gather.Gatherer[*entityRead]
 
 	// one reads a single key, many several distinct ones; they are the
 	// store's statements, replaced in tests of the gathering alone.
@@ -68,49 +65,22 @@ type entityReads struct {
 	statements atomic.Int64 // statements sent, for tests
 }
 
-// get reads tenant/id with the calls that arrive meanwhile.
-func (b *entityReads) get(ctx context.Context, tenant, id string) (*store.Entity, error) {
-	r := &entityRead{ctx: ctx, tenant: tenant, id: id, done: make(chan struct{})}
-	b.mu.Lock()
-	b.pending = append(b.pending, r)
-	start := b.flights < readFlights
-	if start {
-		b.flights++
-	}
-	b.mu.Unlock()
-	if start {
-		go b.flushLoop()
-	}
-	select {
-	case <-r.done:
-		return r.e, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+func newEntityReads(
+	one func(ctx context.Context, tenant, id string) (*store.Entity, error),
+	many func(ctx context.Context, tenants, ids []string) ([]*store.Entity, error),
+) *entityReads {
+	b := &entityReads{one: one, many: many}
+	b.g = gather.New(gather.Config[*entityRead]{Flights: readFlights, Max: readBatchMax}, b.flush)
+	return b
 }
 
-// flushLoop sends what is pending, a statement at a time, until nothing
-// is.
-func (b *entityReads) flushLoop() {
-	for {
-		b.mu.Lock()
-		n := min(len(b.pending), readBatchMax)
-		if n == 0 {
-			b.flights--
-			if b.flights == 0 {
-				b.pending = nil
-			}
-			b.mu.Unlock()
-			return
-		}
-		batch := b.pending[:n:n]
-		b.pending = b.pending[n:]
-		b.mu.Unlock()
-		b.flush(batch)
-		for _, r := range batch {
-			close(r.done)
-		}
+// get reads tenant/id with the calls that arrive meanwhile.
+func (b *entityReads) get(ctx context.Context, tenant, id string) (*store.Entity, error) {
+	r := &entityRead{ctx: ctx, tenant: tenant, id: id}
+	if err := b.g.Do(ctx, r); err != nil {
+		return nil, err
 	}
+	return r.e, r.err
 }
 
 // flush reads the keys of batch in one statement. Calls that gave up

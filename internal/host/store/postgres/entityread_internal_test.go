@@ -41,9 +41,7 @@ func holdFlights(s *Store) (release func()) {
 }
 
 func pendingReads(s *Store) int {
-	s.reads.mu.Lock()
-	defer s.reads.mu.Unlock()
-	return len(s.reads.pending)
+	return s.reads.g.Pending()
 }
 
 // TestGetEntityGathersConcurrentReads: while readFlights reads are in
@@ -126,19 +124,29 @@ func TestGetEntityGatheredCallerGivesUp(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 1)
 	cancelled := make(chan error, 1)
-	b := &entityReads{
-		one: func(ctx context.Context, tenant, id string) (*store.Entity, error) {
+	hold := make(chan struct{})
+	b := newEntityReads(
+		func(ctx context.Context, tenant, id string) (*store.Entity, error) {
+			if tenant == "held" {
+				<-hold
+				return nil, nil
+			}
 			return nil, errors.New("unexpected single read")
 		},
-		many: func(ctx context.Context, tenants, ids []string) ([]*store.Entity, error) {
+		func(ctx context.Context, tenants, ids []string) ([]*store.Entity, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			cancelled <- ctx.Err()
 			return nil, ctx.Err()
 		},
+	)
+	// Every flight busy with a lone read held until both calls wait.
+	for i := range readFlights {
+		go b.get(t.Context(), "held", fmt.Sprint(i))
+		testutil.Eventually(t, waitLong, fmt.Sprintf("flight %d holds a read", i+1), func() bool {
+			return b.statements.Load() == int64(i+1)
+		})
 	}
-	// Every flight busy with a call that is never answered but by giving up.
-	b.flights = readFlights
 	ctxA, cancelA := context.WithCancel(t.Context())
 	ctxB, cancelB := context.WithCancel(t.Context())
 	defer cancelA()
@@ -147,14 +155,9 @@ func TestGetEntityGatheredCallerGivesUp(t *testing.T) {
 	go func() { _, err := b.get(ctxA, "t", "a"); errA <- err }()
 	go func() { _, err := b.get(ctxB, "t", "b"); errB <- err }()
 	testutil.Eventually(t, waitLong, "both calls wait", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.pending) == 2
+		return b.g.Pending() == 2
 	})
-	b.mu.Lock()
-	b.flights--
-	b.mu.Unlock()
-	go b.flushLoop()
+	close(hold)
 	<-started
 	cancelA()
 	if err := <-errA; !errors.Is(err, context.Canceled) {

@@ -70,7 +70,7 @@ type Store struct {
 	hooks  store.Hooks
 	logger *slog.Logger
 	facts  *listener
-	reads  entityReads // GetEntity calls gathered into statements
+	reads  *entityReads // GetEntity calls gathered into statements
 
 	closeOnce sync.Once
 }
@@ -149,7 +149,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: db{pool}, hooks: opts.Hooks, logger: logger}
-	s.reads.one, s.reads.many = s.getEntity, s.getEntities
+	s.reads = newEntityReads(s.getEntity, s.getEntities)
 	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
 	return s, nil
 }
