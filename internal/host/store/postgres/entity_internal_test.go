@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"math"
 	"reflect"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/factline/factline/internal/host/store"
-	"github.com/factline/factline/internal/testutil"
 )
 
 // TestScanEntityWire: the wire decoder of entity rows reads every kind of
@@ -20,11 +17,7 @@ import (
 func TestScanEntityWire(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, testutil.Postgres(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	str := func(v string) *string { return &v }
 	num := func(v float64) *float64 { return &v }
 	full := store.Slots{}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -17,16 +15,6 @@ import (
 
 // waitLong bounds every wait of these tests: generous, for a loaded machine.
 const waitLong = 60 * time.Second
-
-func openInternal(t *testing.T) *Store {
-	t.Helper()
-	s, err := Open(t.Context(), testutil.Postgres(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
 
 // holdFlights makes the store's single-key reads wait for release, and
 // returns it.
@@ -198,22 +186,7 @@ SELECT 'tnt_' || (g % 100), 'ent_' || g, 'account', 1, '{}', 1, 1 FROM generate_
 		for i := range n {
 			tenants[i], ids[i] = fmt.Sprintf("tnt_%d", i*7%100), fmt.Sprintf("ent_%d", i*7+1)
 		}
-		rows, err := s.pool.Query(ctx, `EXPLAIN `+getEntities, tenants, ids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		p := strings.Join(plan, "\n")
+		p := explain(t, s, getEntities, tenants, ids)
 		if !strings.Contains(p, "entities_pkey") || strings.Contains(p, "Seq Scan on entities") {
 			t.Errorf("%d keys: the plan does not look keys up in entities_pkey:\n%s", n, p)
 		}

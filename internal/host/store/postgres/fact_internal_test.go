@@ -2,13 +2,10 @@ package postgres
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/factline/factline/internal/host/store"
-	"github.com/factline/factline/internal/testutil"
 )
 
 // TestListFactsFiltersUseAnIndex: on a table of many tenants' facts, the
@@ -18,15 +15,11 @@ import (
 func TestListFactsFiltersUseAnIndex(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, testutil.Postgres(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	// 200 tenants x 100 facts, a third of them entity-less webhook facts
 	// with a source, written directly: the plans depend on the rows and
 	// their statistics, not on how they were appended.
-	_, err = s.pool.Exec(ctx, `INSERT INTO facts (position, id, tenant_id, entity_id, seq, type, subtype, source_id, timestamp, created_at)
+	_, err := s.pool.Exec(ctx, `INSERT INTO facts (position, id, tenant_id, entity_id, seq, type, subtype, source_id, timestamp, created_at)
 SELECT g, 'fct_' || g, 'tnt_' || (g % 200),
 	CASE WHEN g % 3 = 0 THEN NULL ELSE 'ent_' || (g % 1000) END,
 	CASE WHEN g % 3 = 0 THEN 0 ELSE g END,
@@ -76,28 +69,13 @@ FROM generate_series(1, 20000) AS g`)
 				f := tc.f
 				f.TenantID, f.AfterPosition, f.Limit = tenant, after, 51
 				sql, args := listFactsQuery(f)
-				rows, err := s.pool.Query(ctx, `EXPLAIN `+sql, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var plan []string
-				for rows.Next() {
-					var line string
-					if err := rows.Scan(&line); err != nil {
-						t.Fatal(err)
-					}
-					plan = append(plan, line)
-				}
-				if err := rows.Err(); err != nil {
-					t.Fatal(err)
-				}
-				text := strings.Join(plan, "\n")
+				text := explain(t, s, sql, args...)
 				used := false
 				for _, ix := range tc.indexes {
 					used = used || strings.Contains(text, " on "+ix+" ") || strings.Contains(text, " using "+ix+" ")
 				}
 				cond := false
-				for _, line := range plan {
+				for _, line := range strings.Split(text, "\n") {
 					if strings.Contains(line, "Index Cond:") && strings.Contains(line, "tenant_id =") && strings.Contains(line, tc.cond) {
 						cond = true
 					}
@@ -117,11 +95,7 @@ FROM generate_series(1, 20000) AS g`)
 func TestAppendRewritesEntityRowsInPlace(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, testutil.Postgres(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	const n = 300
 	var items []store.Append
 	for i := range n {

@@ -1,12 +1,8 @@
 package postgres
 
 import (
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/factline/factline/internal/testutil"
 )
 
 // TestListOutboxByTenantUsesAnIndex: on an outbox of many tenants, listing
@@ -16,12 +12,8 @@ import (
 func TestListOutboxByTenantUsesAnIndex(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, testutil.Postgres(t), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, err = s.pool.Exec(ctx, `INSERT INTO webhook_outbox (delivery_id, tenant_id, triggered_fact_id, config_id, config_version,
+	s := openInternal(t)
+	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_outbox (delivery_id, tenant_id, triggered_fact_id, config_id, config_version,
 	endpoint, status, attempt, max_attempts, timeout_seconds, sig_timestamp, payload, next_attempt_at, created_at, updated_at)
 SELECT 'del_' || lpad(g::text, 6, '0'), 'tnt_' || (g % 200), 'fct_' || g, 'cfg_' || (g % 7), 1,
 	'https://example.test/', (ARRAY['pending', 'sent', 'dead'])[1 + g % 3], 1, 3, 10, 1700000000, '{}',
@@ -44,22 +36,7 @@ FROM generate_series(1, 20000) AS g`)
 		{"from a time", "", "", 1700000000000 + 15000*1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rows, err := s.pool.Query(ctx, `EXPLAIN `+listOutboxQuery, "tnt_7", tc.status, "", tc.after, 51, tc.from, int64(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, line)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			text := strings.Join(plan, "\n")
+			text := explain(t, s, listOutboxQuery, "tnt_7", tc.status, "", tc.after, 51, tc.from, int64(0))
 			if strings.Contains(text, "Seq Scan") || !strings.Contains(text, "webhook_outbox_tenant") ||
 				!strings.Contains(text, "Index Cond: ((tenant_id = ") {
 				t.Fatalf("plan does not read through webhook_outbox_tenant by tenant:\n%s", text)
