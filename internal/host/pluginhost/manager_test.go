@@ -26,27 +26,11 @@ import (
 // never are.
 func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 	ctx := t.Context()
-	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "notify"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
-	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
-		t.Fatal(err)
-	}
-	mods, err := wasmtest.Read(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods, cacheDir := guests(t, "ledger", "notify")
 	st := teststore.Open(t, "sqlite")
 
 	// A first process installs both: they become the active versions.
-	first := newManager(t, st, cacheDir, "", nil)
-	for i, name := range []string{"ledger", "notify"} {
-		if _, err := first.Install(ctx, name, mods[i]); err != nil {
-			t.Fatalf("install %s: %v", name, err)
-		}
-	}
+	installAll(t, newManager(t, st, cacheDir, "", nil), []string{"ledger", "notify"}, mods)
 
 	// The restarted process loads them from the store.
 	var (
@@ -101,25 +85,9 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 // waits for); once all are loaded, every pool fills.
 func TestStartFillsPoolsOnceEveryPluginLoaded(t *testing.T) {
 	ctx := t.Context()
-	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "notify"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
-	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
-		t.Fatal(err)
-	}
-	mods, err := wasmtest.Read(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods, cacheDir := guests(t, "ledger", "notify")
 	st := teststore.Open(t, "sqlite")
-	first := newManager(t, st, cacheDir, "", nil)
-	for i, name := range []string{"ledger", "notify"} {
-		if _, err := first.Install(ctx, name, mods[i]); err != nil {
-			t.Fatalf("install %s: %v", name, err)
-		}
-	}
+	installAll(t, newManager(t, st, cacheDir, "", nil), []string{"ledger", "notify"}, mods)
 
 	var (
 		mu   sync.Mutex
@@ -184,18 +152,7 @@ func (w *writeCounter) ActivatePlugin(ctx context.Context, name, sha256 string, 
 // plugin at every start).
 func TestRestartDoesNotRewriteUnchangedPluginFiles(t *testing.T) {
 	ctx := t.Context()
-	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
-	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
-		t.Fatal(err)
-	}
-	mods, err := wasmtest.Read(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods, cacheDir := guests(t, "ledger")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "ledger.wasm"), mods[0], 0o644); err != nil {
 		t.Fatal(err)
@@ -245,18 +202,7 @@ func (r *readCounter) GetPluginVersion(ctx context.Context, name, sha256 string)
 // else (one installed through the API).
 func TestRestartTakesActiveVersionsFromLocalCopies(t *testing.T) {
 	ctx := t.Context()
-	paths, err := wasmtest.Build(ctx, wasmtest.Guest{Name: "ledger"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
-	if err := wasmtest.Precompile(ctx, cacheDir, true, paths...); err != nil {
-		t.Fatal(err)
-	}
-	mods, err := wasmtest.Read(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mods, cacheDir := guests(t, "ledger")
 	for _, tc := range []struct {
 		name      string
 		dir       bool // the module is a file of the plugins directory
@@ -312,6 +258,40 @@ func sha256Hex(b []byte) string {
 
 // newManager returns a plugin manager of its own wasm host on st, with
 // the plugins directory dir ("" for none).
+// guests builds the named test guests and precompiles them into the
+// shared compilation cache: their modules, in order, and the cache.
+func guests(t *testing.T, names ...string) ([][]byte, string) {
+	t.Helper()
+	gs := make([]wasmtest.Guest, len(names))
+	for i, n := range names {
+		gs[i] = wasmtest.Guest{Name: n}
+	}
+	paths, err := wasmtest.Build(t.Context(), gs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(t.Context(), cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mods, cacheDir
+}
+
+// installAll installs mods[i] as names[i] through m: they become the
+// active versions.
+func installAll(t *testing.T, m *pluginhost.Manager, names []string, mods [][]byte) {
+	t.Helper()
+	for i, name := range names {
+		if _, err := m.Install(t.Context(), name, mods[i]); err != nil {
+			t.Fatalf("install %s: %v", name, err)
+		}
+	}
+}
+
 func newManager(t *testing.T, st store.Store, cacheDir, dir string, check func(context.Context, *wasm.Plugin) error) *pluginhost.Manager {
 	t.Helper()
 	return newManagerOpts(t, st, cacheDir, pluginhost.Options{Dir: dir, Check: check})
