@@ -76,6 +76,9 @@ type Config struct {
 	// RateLimitFailOpen lets requests through when Redis is unreachable;
 	// false answers 503 instead.
 	RateLimitFailOpen bool
+	// RateLimitCallTimeout bounds each Redis call of the limiter; 0 is
+	// ratelimit.DefaultCallTimeout (100 ms).
+	RateLimitCallTimeout time.Duration
 	// PluginsDir is a directory of plugin modules (*.wasm) loaded at
 	// start and watched; "" for none.
 	PluginsDir string

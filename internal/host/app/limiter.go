@@ -27,7 +27,7 @@ func newLimiter(ctx context.Context, cfg Config) (gateway.RateLimiter, limiterPa
 	// The limiter bounds each call through its context
 	// (RedisOptions.CallTimeout) and fails fast when Redis is down.
 	client := rc.failFast().client()
-	l := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: cfg.RateLimitFailOpen, Logger: cfg.Logger})
+	l := ratelimit.NewRedis(client, ratelimit.RedisOptions{FailOpen: cfg.RateLimitFailOpen, CallTimeout: cfg.RateLimitCallTimeout, Logger: cfg.Logger})
 	// A Redis that is down at start is not fatal (the limiter fails open
 	// or closed as configured, and /ready says so); warming only spares
 	// the first requests the cold client's work.

@@ -163,14 +163,17 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
+		// Read under the lock: a set read before a change made here
+		// committed would, applied after it, undo it until the next poll.
+		a.reloadMu.Lock()
 		stored, err := a.Store.ListDomainLayers(ctx)
 		if err != nil {
+			a.reloadMu.Unlock()
 			if ctx.Err() == nil {
 				a.cfg.Logger.Warn("domain manifest sync with the store failed", "err", err)
 			}
 			continue
 		}
-		a.reloadMu.Lock()
 		if h := store.LayersDigest(stored); h != a.layersHash {
 			if err := a.applyLocked(ctx, stored); err != nil {
 				a.cfg.Logger.Error("stored domain manifests refused; the previous model keeps serving", "problems", err.Error())
