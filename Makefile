@@ -29,11 +29,16 @@ deps: ## install what the tests start (PostgreSQL, Redis, Chromium, promtool; ap
 # test (docs/decisions.md). The race detector itself stays on everywhere.
 RACE := -race -gcflags='modernc.org/...=-d=checkptr=0'
 
+# TESTFLAGS trim what every test binary costs to build and nothing it runs:
+# vet's checks (make vet runs all of them, CI runs make vet first) and the
+# DWARF tables (stack traces and profiles read the symbol table, not DWARF).
+TESTFLAGS := -vet=off -ldflags=-w
+
 test: deps ## run the whole suite with the race detector, Postgres and Redis included
-	$(GO) test $(RACE) -count=1 -timeout 30m $(PKGS)
+	$(GO) test $(RACE) $(TESTFLAGS) -count=1 -timeout 30m $(PKGS)
 	@# The hot-swap test's load floor (200 requests/s) is checked without
 	@# the race detector, which slows every call several times over.
-	$(GO) test -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./internal/host/app
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./internal/host/app
 
 vet: ## go vet, golangci-lint (.golangci.yml), gofmt and go mod tidy checks
 	$(GO) vet $(PKGS)
