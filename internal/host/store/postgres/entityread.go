@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,13 +40,11 @@ const (
 // row and the planner may pick any of them (then scanning a whole tenant
 // once the table has grown). So a read connection caches plans only when
 // the table had readPlanMinPages pages when it connected (entities are
-// never deleted: the table does not shrink back), plans every read
-// otherwise, and is replaced after readConnLifetime, so a store that
-// grows comes to cached plans. A plan_cache_mode set in the URL wins.
-const (
-	readPlanMinPages = 32
-	readConnLifetime = 5 * time.Minute
-)
+// never deleted: the table does not shrink back) and plans every read
+// otherwise, until it is replaced (the pool's connection lifetime, an
+// hour by default), so a store that grows comes to cached plans. A
+// plan_cache_mode set in the URL wins.
+const readPlanMinPages = 32
 
 // readPlanSettings are the read connections' settings; $1 is
 // readPlanMinPages.
@@ -59,11 +56,12 @@ const readPlanSettings = `SELECT set_config('enable_seqscan', 'off', false), set
 const readScanSettings = `SELECT set_config('enable_seqscan', 'off', false), set_config('enable_bitmapscan', 'off', false)`
 
 // openReadPool opens the pool of the keyed entity reads on the main
-// pool's configuration. Its connections are made when first needed.
+// pool's configuration. Its connections are made now and kept, so that
+// reads go on, as they did on the main pool's connections, when the
+// server later refuses new connections (max_connections reached).
 func openReadPool(ctx context.Context, main *pgxpool.Config, urlPlanMode bool) (*pgxpool.Pool, error) {
 	cfg := main.Copy()
-	cfg.MaxConns, cfg.MinConns = readFlights, 0
-	cfg.MaxConnLifetime = readConnLifetime
+	cfg.MaxConns, cfg.MinConns = readFlights, readFlights
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		var err error
 		if urlPlanMode {
@@ -79,6 +77,20 @@ func openReadPool(ctx context.Context, main *pgxpool.Config, urlPlanMode bool) (
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: entity read pool: %w", err)
+	}
+	conns := make([]*pgxpool.Conn, 0, readFlights)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range readFlights {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: open: entity read pool: %w", err)
+		}
+		conns = append(conns, c)
 	}
 	return pool, nil
 }

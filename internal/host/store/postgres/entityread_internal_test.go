@@ -261,6 +261,7 @@ func TestKeyedReadsKeepIndexPlansOnALargeTable(t *testing.T) {
 	ctx := t.Context()
 	s := openInternal(t)
 	fillEntities(t, s, 20000)
+	s.rpool.Reset() // the connections made by Open, on an empty table
 	c := readConn(t, s)
 	if got := setting(t, c, "plan_cache_mode"); got != "force_generic_plan" {
 		t.Fatalf("read connection: plan_cache_mode %s, want force_generic_plan", got)
