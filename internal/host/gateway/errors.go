@@ -128,12 +128,10 @@ func (s *Server) bodyTooLarge(c *fiber.Ctx) *problem.Error {
 // mounted and manifest routes), for the Allow header of a 405.
 func (s *Server) allowedMethods(path string) string {
 	_, methods := s.table.Load().match("", path, map[string]string{})
-	for _, r := range s.app.GetRoutes(true) {
-		if r.Method == fiber.MethodHead || r.Method == fiber.MethodConnect || r.Method == "USE" {
-			continue
-		}
-		if matchPattern(r.Path, path) && !contains(methods, r.Method) {
-			methods = append(methods, r.Method)
+	xs := strings.Split(strings.Trim(path, "/"), "/")
+	for _, r := range s.routePatterns() {
+		if matchSegments(r.segments, xs) && !contains(methods, r.method) {
+			methods = append(methods, r.method)
 		}
 	}
 	// Every GET route answers HEAD too.
@@ -143,10 +141,42 @@ func (s *Server) allowedMethods(path string) string {
 	return strings.Join(methods, ", ")
 }
 
-// matchPattern matches a fiber route pattern with :params against a path.
-func matchPattern(pattern, path string) bool {
-	ps := strings.Split(strings.Trim(pattern, "/"), "/")
-	xs := strings.Split(strings.Trim(path, "/"), "/")
+// routePatterns are the fiber routes allowedMethods matches a path
+// against (HEAD, CONNECT and middleware left out), their patterns split
+// into segments.
+type routePatterns struct {
+	handlers uint32 // the app's handler count they were read at
+	routes   []routePattern
+}
+
+type routePattern struct {
+	method   string
+	segments []string
+}
+
+// routePatterns returns the app's routes for allowedMethods. Every command
+// request asks, and copying fiber's route table each time cost more than
+// the rest of the check, so they are read again only when a route has
+// been added since (the handler count moved).
+func (s *Server) routePatterns() []routePattern {
+	n := s.app.HandlersCount()
+	if p := s.patterns.Load(); p != nil && p.handlers == n {
+		return p.routes
+	}
+	var rs []routePattern
+	for _, r := range s.app.GetRoutes(true) {
+		if r.Method == fiber.MethodHead || r.Method == fiber.MethodConnect || r.Method == "USE" {
+			continue
+		}
+		rs = append(rs, routePattern{method: r.Method, segments: strings.Split(strings.Trim(r.Path, "/"), "/")})
+	}
+	s.patterns.Store(&routePatterns{handlers: n, routes: rs})
+	return rs
+}
+
+// matchSegments matches the segments of a fiber route pattern with
+// :params against those of a path.
+func matchSegments(ps, xs []string) bool {
 	if len(ps) != len(xs) {
 		return false
 	}

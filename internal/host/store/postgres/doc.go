@@ -31,9 +31,10 @@
 //     down the watcher is told it cannot rely on the feed.
 //   - The webhook outbox rides on the same machinery: an Append's outbox row
 //     is inserted in AppendFacts' second round trip, so it commits with its
-//     webhook.triggered fact; ClaimOutbox leases due rows with FOR UPDATE
-//     SKIP LOCKED (concurrent claims from any process skip rows another
-//     holds, never wait for them); ChangeOutbox follows AppendFacts'
+//     webhook.triggered fact; ClaimOutbox, once a cheap statement has
+//     found a due row, leases due rows with FOR UPDATE SKIP LOCKED
+//     (concurrent claims from any process skip rows another holds, never
+//     wait for them); ChangeOutbox follows AppendFacts'
 //     pattern (lock the head and the rows, decide in Go, write in one more
 //     round trip), so an attempt's outcome and its audit fact commit
 //     together. Lock order is always head, then outbox rows.

@@ -263,7 +263,12 @@ func scanEntityGeneric(row pgx.Row) (*store.Entity, error) {
 // queryEntity runs a query of one entity row; pgx.ErrNoRows when there is
 // none.
 func (s *Store) queryEntity(ctx context.Context, q string, args ...any) (*store.Entity, error) {
-	rows, err := s.pool.Query(ctx, q, args...)
+	return queryEntity(ctx, s.pool, q, args...)
+}
+
+// queryEntity is Store.queryEntity on pool p.
+func queryEntity(ctx context.Context, p db, q string, args ...any) (*store.Entity, error) {
+	rows, err := p.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,9 +315,9 @@ func (s *Store) GetEntity(ctx context.Context, tenantID, id string) (*store.Enti
 	return e, nil
 }
 
-// getEntity reads one entity by its primary key.
+// getEntity reads one entity by its primary key, on the read pool.
 func (s *Store) getEntity(ctx context.Context, tenantID, id string) (*store.Entity, error) {
-	return s.queryEntity(ctx, getEntity, tenantID, id)
+	return queryEntity(ctx, s.rpool, getEntity, tenantID, id)
 }
 
 // UpdateEntity replaces data, metadata (unless nil) and slots when the

@@ -7,26 +7,93 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/factline/factline/internal/gather"
 	"github.com/factline/factline/internal/host/store"
 )
 
 // Entity reads that arrive together share statements. Each statement
-// costs the server a planning pass over the table's seventeen indexes
-// (the pool plans every execution, see Open) and a backend woken for it;
-// many backends running one-row lookups at once on few cores mostly
-// contend. So at most readFlights reads are in flight per process, and
-// the calls that arrive meanwhile go out together as one indexed join of
-// their keys: a lone read still goes out at once, as the plain primary-key
-// statement, and a read always starts after its call, so it sees every
-// write committed before it. Two flights rather than more: each lone
-// statement pays the planning a batch shares, and one statement can be
-// read while the next is gathered.
+// costs the server a backend woken for it; many backends running one-row
+// lookups at once on few cores mostly contend. So at most readFlights
+// reads are in flight per process, and the calls that arrive meanwhile go
+// out together as one indexed join of their keys: a lone read still goes
+// out at once, as the plain primary-key statement, and a read always
+// starts after its call, so it sees every write committed before it. Two
+// flights rather than more: one statement can be read while the next is
+// gathered.
+//
+// The reads run on a pool of their own, one connection per flight, whose
+// statements keep their plans (see openReadPool).
 const (
 	readFlights  = 2
 	readBatchMax = 256
 )
+
+// Planning a lookup of the entities table weighs its seventeen indexes
+// and costs PostgreSQL several times the lookup itself, so the keyed
+// reads use plans cached per connection (force_generic_plan) where the
+// main pool plans every execution (see Open). A cached plan must not
+// depend on the table's size when it was made: with scans other than
+// index scans off, the primary key is the cheapest path for a key lookup,
+// except on a table of a few pages, where every index is estimated at one
+// row and the planner may pick any of them (then scanning a whole tenant
+// once the table has grown). So a read connection caches plans only when
+// the table had readPlanMinPages pages when it connected (entities are
+// never deleted: the table does not shrink back) and plans every read
+// otherwise, until it is replaced (the pool's connection lifetime, an
+// hour by default), so a store that grows comes to cached plans. A
+// plan_cache_mode set in the URL wins.
+const readPlanMinPages = 32
+
+// readPlanSettings are the read connections' settings; $1 is
+// readPlanMinPages.
+const readPlanSettings = `SELECT set_config('enable_seqscan', 'off', false), set_config('enable_bitmapscan', 'off', false),
+	set_config('plan_cache_mode', CASE WHEN pg_relation_size('entities') >= $1 * current_setting('block_size')::bigint
+		THEN 'force_generic_plan' ELSE 'force_custom_plan' END, false)`
+
+// readScanSettings are readPlanSettings without plan_cache_mode.
+const readScanSettings = `SELECT set_config('enable_seqscan', 'off', false), set_config('enable_bitmapscan', 'off', false)`
+
+// openReadPool opens the pool of the keyed entity reads on the main
+// pool's configuration. Its connections are made now and kept, so that
+// reads go on, as they did on the main pool's connections, when the
+// server later refuses new connections (max_connections reached).
+func openReadPool(ctx context.Context, main *pgxpool.Config, urlPlanMode bool) (*pgxpool.Pool, error) {
+	cfg := main.Copy()
+	cfg.MaxConns, cfg.MinConns = readFlights, readFlights
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		var err error
+		if urlPlanMode {
+			_, err = c.Exec(ctx, readScanSettings)
+		} else {
+			_, err = c.Exec(ctx, readPlanSettings, readPlanMinPages)
+		}
+		if err != nil {
+			return fmt.Errorf("entity read settings: %w", err)
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: entity read pool: %w", err)
+	}
+	conns := make([]*pgxpool.Conn, 0, readFlights)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range readFlights {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: open: entity read pool: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return pool, nil
+}
 
 var (
 	// getEntity reads one entity by its primary key.
@@ -179,7 +246,7 @@ func cloneEntity(e *store.Entity) *store.Entity {
 // getEntities reads the entities of the pairs (tenants[i], ids[i]) that
 // exist, in no particular order.
 func (s *Store) getEntities(ctx context.Context, tenants, ids []string) ([]*store.Entity, error) {
-	rows, err := s.pool.Query(ctx, getEntities, tenants, ids)
+	rows, err := s.rpool.Query(ctx, getEntities, tenants, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/testutil"
@@ -190,5 +195,140 @@ SELECT 'tnt_' || (g % 100), 'ent_' || g, 'account', 1, '{}', 1, 1 FROM generate_
 		if !strings.Contains(p, "entities_pkey") || strings.Contains(p, "Seq Scan on entities") {
 			t.Errorf("%d keys: the plan does not look keys up in entities_pkey:\n%s", n, p)
 		}
+	}
+}
+
+// fillEntities inserts n entities of 100 tenants, with no ANALYZE after.
+func fillEntities(t *testing.T, s *Store, n int) {
+	t.Helper()
+	_, err := s.pool.Exec(t.Context(), `INSERT INTO entities (tenant_id, id, type, version, data, created_at, updated_at)
+SELECT 'tnt_' || (g % 100), 'ent_' || g, 'account', 1, '{"pad":"0123456789012345678901234567890123456789"}', 1, 1
+FROM generate_series(1, $1::int) AS g`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readConn is a connection of the store's read pool, released when the
+// test ends, with getEntity and getEntities prepared as one and many.
+func readConn(t *testing.T, s *Store) *pgxpool.Conn {
+	t.Helper()
+	c, err := s.rpool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Release)
+	for name, q := range map[string]string{"one": getEntity, "many": getEntities} {
+		if _, err := c.Conn().Prepare(t.Context(), name, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// setting is the value of a setting on connection c.
+func setting(t *testing.T, c interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, name string) string {
+	t.Helper()
+	var v string
+	if err := c.QueryRow(t.Context(), `SELECT current_setting($1)`, name).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// explainOn returns the plan c chooses for stmt, an EXECUTE.
+func explainOn(t *testing.T, c *pgxpool.Conn, stmt string) string {
+	t.Helper()
+	rows, err := c.Query(t.Context(), `EXPLAIN `+stmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestKeyedReadsKeepIndexPlansOnALargeTable: once the entities table is
+// past readPlanMinPages, the keyed reads' connections keep one plan per
+// statement (no planning per read), and that plan looks keys up in the
+// primary key, while the main pool still plans every execution.
+func TestKeyedReadsKeepIndexPlansOnALargeTable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openInternal(t)
+	fillEntities(t, s, 20000)
+	s.rpool.Reset() // the connections made by Open, on an empty table
+	c := readConn(t, s)
+	if got := setting(t, c, "plan_cache_mode"); got != "force_generic_plan" {
+		t.Fatalf("read connection: plan_cache_mode %s, want force_generic_plan", got)
+	}
+	for stmt, param := range map[string]string{
+		`EXECUTE one('tnt_7', 'ent_7')`:                  "$1",
+		`EXECUTE many('{tnt_7,tnt_8}', '{ent_7,ent_8}')`: "k.tenant_id",
+	} {
+		p := explainOn(t, c, stmt)
+		if !strings.Contains(p, "Index Scan using entities_pkey") || !strings.Contains(p, param) {
+			t.Errorf("%s: want a kept plan (conditions on %s) through entities_pkey:\n%s", stmt, param, p)
+		}
+	}
+	if got := setting(t, s.pool, "plan_cache_mode"); got != "force_custom_plan" {
+		t.Errorf("main pool: plan_cache_mode %s, want force_custom_plan", got)
+	}
+	c.Release()
+	e, err := s.GetEntity(ctx, "tnt_7", "ent_7")
+	if err != nil || e.ID != "ent_7" || e.TenantID != "tnt_7" {
+		t.Fatalf("GetEntity: %+v, %v", e, err)
+	}
+}
+
+// TestKeyedReadsPlanEachReadWhileTheTableIsSmall: a read connection made
+// while the table is small plans every read, so a plan made then is not
+// kept while the table grows: after 20,000 entities (and no ANALYZE) its
+// lookups go through the primary key, not through whichever index an
+// empty table made look as good.
+func TestKeyedReadsPlanEachReadWhileTheTableIsSmall(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openInternal(t)
+	c := readConn(t, s)
+	if got := setting(t, c, "plan_cache_mode"); got != "force_custom_plan" {
+		t.Errorf("read connection on an empty table: plan_cache_mode %s, want force_custom_plan", got)
+	}
+	for range 6 {
+		if _, err := c.Exec(ctx, `EXECUTE one('tnt_7', 'ent_7')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillEntities(t, s, 20000)
+	if p := explainOn(t, c, `EXECUTE one('tnt_7', 'ent_7')`); !strings.Contains(p, "Index Scan using entities_pkey") {
+		t.Errorf("after the table grew: want a lookup through entities_pkey:\n%s", p)
+	}
+}
+
+// TestReadPoolKeepsAPlanModeFromTheURL: plan_cache_mode in the connection
+// URL applies to the read connections too.
+func TestReadPoolKeepsAPlanModeFromTheURL(t *testing.T) {
+	t.Parallel()
+	url := testutil.Postgres(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := Open(t.Context(), url+sep+"plan_cache_mode=auto", Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	fillEntities(t, s, 20000)
+	c := readConn(t, s)
+	if got := setting(t, c, "plan_cache_mode"); got != "auto" {
+		t.Errorf("read connection: plan_cache_mode %s, want auto", got)
+	}
+	if got := setting(t, c, "enable_seqscan"); got != "off" {
+		t.Errorf("read connection: enable_seqscan %s, want off", got)
 	}
 }

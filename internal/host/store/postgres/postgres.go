@@ -67,6 +67,7 @@ const DefaultListenHeartbeat = time.Second
 // concurrent use.
 type Store struct {
 	pool   db // the pool, errors classified
+	rpool  db // the keyed entity reads' pool (entityread.go)
 	hooks  store.Hooks
 	logger *slog.Logger
 	facts  *listener
@@ -115,9 +116,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// young (a seq scan of a few pages) then stays in use as the table
 	// grows, and AppendFacts holds the global lock while it runs. Plan
 	// every execution with the current size and the actual parameters
-	// instead; the statements are simple, so planning is cheap. A
-	// plan_cache_mode in the URL wins.
-	if cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "" {
+	// instead; the statements are simple, so planning is cheap. The keyed
+	// entity reads, where planning is not, have a pool of their own
+	// (openReadPool). A plan_cache_mode in the URL wins.
+	urlPlanMode := cfg.ConnConfig.RuntimeParams["plan_cache_mode"] != ""
+	if !urlPlanMode {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -148,7 +151,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: db{pool}, hooks: opts.Hooks, logger: logger}
+	rpool, err := openReadPool(ctx, cfg, urlPlanMode)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: db{pool}, rpool: db{rpool}, hooks: opts.Hooks, logger: logger}
 	s.reads = newEntityReads(s.getEntity, s.getEntities)
 	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
 	return s, nil
@@ -184,6 +192,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.facts.close()
+		s.rpool.Close()
 		s.pool.Close()
 	})
 	return nil

@@ -200,8 +200,17 @@ FROM picked
 WHERE o.delivery_id = picked.delivery_id
 RETURNING picked.attempt_started_at, ` + "%s"
 
+// anyDue tells whether any row may be claimable at $1: the claim's
+// candidates less its narrower conditions. The dispatcher claims after
+// every fact commit, mostly to find nothing; on an empty outbox a claim,
+// nearly all of it planning, took 0.77 ms and this statement 0.19 ms
+// (pgbench, the loaded 2-core machine).
+const anyDue = `SELECT EXISTS (SELECT 1 FROM webhook_outbox
+	WHERE status = 'pending' AND next_attempt_at <= $1 AND claimed_until <= $1)`
+
 // ClaimOutbox leases due rows with FOR UPDATE SKIP LOCKED, so claims made
-// concurrently by any number of processes never share a row.
+// concurrently by any number of processes never share a row. It claims
+// only when anyDue finds a row.
 func (s *Store) ClaimOutbox(ctx context.Context, req store.ClaimRequest) ([]store.OutboxClaim, error) {
 	if req.Token == "" || req.Limit <= 0 {
 		return nil, errors.New("postgres: claim outbox: a token and a positive limit are required")
@@ -217,6 +226,13 @@ func (s *Store) ClaimOutbox(ctx context.Context, req store.ClaimRequest) ([]stor
 	skip := req.SkipEndpoints
 	if skip == nil {
 		skip = []string{}
+	}
+	var due bool
+	if err := s.pool.QueryRow(ctx, anyDue, req.Now).Scan(&due); err != nil {
+		return nil, fmt.Errorf("postgres: claim outbox: %w", err)
+	}
+	if !due {
+		return nil, nil
 	}
 	q := fmt.Sprintf(claimOutbox, outboxColumnsOf("o"))
 	var out []store.OutboxClaim
