@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 
 set +e
-"$GO" test -tags bench -run . -count=1 -v -timeout 20m "$@" ./bench/
+"$GO" test -tags bench -run . -count=1 -v -timeout 60m "$@" ./bench/
 status=$?
 set -e
 
