@@ -23,7 +23,7 @@
 //   - WatchEntities (the entity cache's feed) reports entities written
 //     through this Store as they commit, and finds commits by any other
 //     connection to the file (another process, another Store) by polling
-//     PRAGMA data_version on the writer connection every 20 ms: the
+//     PRAGMA data_version on the writer connection every 50 ms: the
 //     watcher then starts over (Resync).
 //
 // Connections run with journal_mode=WAL, busy_timeout, foreign_keys=ON and

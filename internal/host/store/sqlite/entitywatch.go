@@ -14,7 +14,7 @@ import (
 // a connection other than this Store's writer has committed: the bound on
 // how long another process's (or another Store's) write to an entity may
 // go unseen by a cache fed by WatchEntities.
-const feedInterval = 20 * time.Millisecond
+const feedInterval = 50 * time.Millisecond
 
 // watchQueryTimeout bounds each look at the file; a look that takes longer
 // (the writer connection busy that long) counts as a failure: the watcher
@@ -218,7 +218,11 @@ func (s *Store) dataVersion(ctx context.Context) (dataVersion, error) {
 	if err := c.Raw(func(dc any) error { dv.conn = dc; return nil }); err != nil {
 		return dv, fmt.Errorf("data version: %w", err)
 	}
-	if err := c.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&dv.v); err != nil {
+	// The pragma takes only a WAL read lock, which does not wait for
+	// writers, so a context that cannot end is safe here; it spares the
+	// goroutines the driver and database/sql start per query to watch one
+	// that can.
+	if err := c.QueryRowContext(context.WithoutCancel(ctx), `PRAGMA data_version`).Scan(&dv.v); err != nil {
 		return dv, fmt.Errorf("data version: %w", err)
 	}
 	return dv, nil
