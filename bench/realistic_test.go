@@ -796,7 +796,7 @@ func TestEmbeddedDefault(t *testing.T) {
 			"starts), and the same with `--database-url` on a durable PostgreSQL. Neither has Redis (the in-process " +
 			"limiter; the route has no limit), default log level. The manifest's one route:\n\n```yaml\n" + getManifest(0) + "```",
 		fmt.Sprintf("Data: %s accounts of one tenant on each store. Reads: wrk with a Lua script picking an account "+
-			"uniformly per request (all of them fit the PostgreSQL entity cache; SQLite has none). Appends: raw "+
+			"uniformly per request (all of them fit the entity cache of either store; SQLite's is fed by a 50 ms poll of the file). Appends: raw "+
 			"`POST /v1/facts` deposits, one request at a time per Go client, clients on distinct accounts in any round. "+
 			"Ratios in the table are to the PostgreSQL reads; the targets compare SQLite reads with PostgreSQL reads.",
 			formatInt(manyEntities)),

@@ -38,7 +38,8 @@ type Options struct {
 	MaxBatch int
 	// EntityCache bounds the read cache of GetEntity. The cache is used
 	// only with a store that announces the entity changes of every process
-	// sharing it (a store.EntityFeed: Postgres); see internal/host/store/entitycache.
+	// sharing it (a store.EntityFeed: Postgres and SQLite); see
+	// internal/host/store/entitycache.
 	EntityCache entitycache.Options
 	// NoEntityCache turns the read cache off.
 	NoEntityCache bool

@@ -22,7 +22,7 @@ import (
 func TestAppendsWithoutExpectedVersionNeverConflictAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	dbURL := teststore.Location(t, "postgres")
-	procs := []process{openProcess(t, dbURL, "proc-a"), openProcess(t, dbURL, "proc-b")}
+	procs := []process{openProcess(t, "postgres", dbURL, "proc-a"), openProcess(t, "postgres", dbURL, "proc-b")}
 	ctx := t.Context()
 	if _, err := procs[0].svc.CreateEntity(ctx, "tnt", platform.CreateEntityInput{Type: "counter", ID: "ctr-hot"}); err != nil {
 		t.Fatal(err)

@@ -24,8 +24,9 @@ type EntityWatcher interface {
 }
 
 // EntityFeed is implemented by stores that announce entity changes made by
-// every process sharing the database (internal/host/store/postgres, through
-// LISTEN/NOTIFY). A process-local store has no such feed.
+// every process sharing the database: internal/host/store/postgres through
+// LISTEN/NOTIFY, internal/host/store/sqlite by its own write path and a
+// poll of the file's data version.
 type EntityFeed interface {
 	// WatchEntities reports entity changes to w until ctx ends. It returns
 	// at once; the first call to w is Resync(true) once changes are

@@ -20,6 +20,11 @@
 //   - SubscribeFacts is served by an in-process broadcast sent after every
 //     commit that wrote facts; other processes sharing the file are not
 //     notified (use the Postgres store for that).
+//   - WatchEntities (the entity cache's feed) reports entities written
+//     through this Store as they commit, and finds commits by any other
+//     connection to the file (another process, another Store) by polling
+//     PRAGMA data_version on the writer connection every 50 ms: the
+//     watcher then starts over (Resync).
 //
 // Connections run with journal_mode=WAL, busy_timeout, foreign_keys=ON and
 // SQLite's default synchronous=FULL: facts are the system of record, so a

@@ -103,6 +103,7 @@ func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
 		_, err := tx.ExecContext(ctx, q, args...)
 		return interpretError(err)
 	})
+	s.watch.changed(store.EntityKey{TenantID: e.TenantID, ID: e.ID})
 	if err != nil {
 		return fmt.Errorf("sqlite: create entity %s: %w", e.ID, err)
 	}
@@ -148,6 +149,7 @@ RETURNING ` + entityColumns
 		out = e
 		return nil
 	})
+	s.watch.changed(store.EntityKey{TenantID: u.TenantID, ID: u.ID})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: update entity %s: %w", u.ID, err)
 	}
@@ -224,6 +226,7 @@ func (s *Store) SetEntityState(ctx context.Context, tenantID, id string, state j
 		}
 		return nil
 	})
+	s.watch.changed(store.EntityKey{TenantID: tenantID, ID: id})
 	if err != nil {
 		return fmt.Errorf("sqlite: set entity state %s: %w", id, err)
 	}

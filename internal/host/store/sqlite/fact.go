@@ -52,6 +52,9 @@ func (s *Store) AppendFacts(ctx context.Context, items []store.Append) ([]store.
 		}
 		return nil
 	})
+	if written > 0 || err != nil {
+		s.watch.appended(items)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: append facts: %w", err)
 	}

@@ -43,6 +43,7 @@ type Store struct {
 	hooks  store.Hooks
 	logger *slog.Logger
 	facts  *broadcaster
+	watch  *watches
 
 	closeOnce sync.Once
 	closeErr  error
@@ -114,6 +115,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		hooks:  opts.Hooks,
 		logger: logger,
 		facts:  newBroadcaster(),
+		watch:  newWatches(),
 	}, nil
 }
 
@@ -147,10 +149,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes fact subscriptions and both pools. Calling it again returns
+// Close ends entity watches, closes fact subscriptions and both pools. Calling it again returns
 // the first result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.watch.close()
 		s.facts.close()
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 		if s.closeErr != nil {
