@@ -13,8 +13,16 @@ import (
 	"github.com/factline/factline/internal/host/store"
 )
 
-// appendChunk bounds the facts of one matching transaction.
-const appendChunk = 256
+// Matching batches. Every fact enters the matcher's stream, the audit
+// facts of deliveries too (two per delivery), so under fan-out most of a
+// batch is skipped and each batch's checkpoint and each transaction's
+// commit dominate: the matcher reads matchBatch facts at a time and
+// records up to appendChunk matches per transaction (one fact matched by
+// 200 configs is 200 matches).
+const (
+	matchBatch  = 1024
+	appendChunk = 2048
+)
 
 // Scope types of a webhook config (the contract's scope; stored as the
 // config's scope_type, with applies_to as scope_id).

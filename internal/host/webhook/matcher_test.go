@@ -1,8 +1,10 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/teststore"
 )
 
 func TestTriggeredFactIDIsDeterministic(t *testing.T) {
@@ -158,4 +161,49 @@ func TestPayloadShaping(t *testing.T) {
 			t.Errorf("%s: invalid JSON", c.name)
 		}
 	}
+}
+
+// appendCounter is a real store that counts AppendFacts calls (each one
+// transaction).
+type appendCounter struct {
+	store.Store
+	calls atomic.Int64
+}
+
+func (c *appendCounter) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
+	c.calls.Add(1)
+	return c.Store.AppendFacts(ctx, items)
+}
+
+// Fan-out: the matches of one stream batch (here 3 configs x 100 facts,
+// more than the 256 a transaction once held) are recorded in one
+// transaction.
+func TestMatchesOfOneBatchShareOneTransaction(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		st := &appendCounter{Store: teststore.Open(t, backend)}
+		e := newEnvOn(t, backend, st, nil)
+		ctx := t.Context()
+		for range 3 {
+			e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
+		}
+		e.deal("deal-1")
+		const facts = 100
+		for range facts {
+			e.emit("deal-1", "deal_won", nil)
+		}
+		batch, err := e.st.ReadFacts(ctx, 0, matchBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := st.calls.Load()
+		if err := e.svc.matcher.handle(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if n := st.calls.Load() - before; n != 1 {
+			t.Errorf("%d transactions recorded the matches of one batch, want 1", n)
+		}
+		if n := len(e.deliveries()); n != 3*facts {
+			t.Errorf("%d deliveries, want %d", n, 3*facts)
+		}
+	})
 }
