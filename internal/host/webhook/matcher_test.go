@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,6 +205,61 @@ func TestMatchesOfOneBatchShareOneTransaction(t *testing.T) {
 		}
 		if n := len(e.deliveries()); n != 3*facts {
 			t.Errorf("%d deliveries, want %d", n, 3*facts)
+		}
+	})
+}
+
+// One fact matched by configs of different payload settings: each
+// delivery's body has its own config's shape (the fact's object is
+// rendered once per shape and shared by configs of the same one).
+func TestMatchedConfigsKeepTheirPayloadShapes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, nil)
+		ctx := t.Context()
+		shapes := map[string]map[string]any{
+			"default": nil,
+			"ids":     {"include_fields": []any{"fact_id"}},
+			"renamed": {"include_fields": []any{"fact_id", "data.amount"}, "field_mapping": map[string]any{"data.amount": "amount"}},
+		}
+		want := map[string]string{}
+		for name, payload := range shapes {
+			extra := map[string]any{}
+			if payload != nil {
+				extra["payload"] = payload
+			}
+			for range 2 { // two configs of each shape
+				c := e.createConfig(platform.ConfigInput{Settings: e.settings(extra)})
+				want[c.ID] = name
+			}
+		}
+		e.deal("deal-1")
+		f := e.emit("deal-1", "deal_won", map[string]any{"amount": 5})
+		batch, err := e.st.ReadFacts(ctx, 0, matchBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.svc.matcher.handle(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		objects := map[string]string{
+			"default": `{"id":"` + f.ID + `","type":"outcome","subtype":"deal_won","timestamp":` + strconv.FormatInt(f.Timestamp, 10) + `,"data":{"amount":5}}`,
+			"ids":     `{"id":"` + f.ID + `"}`,
+			"renamed": `{"id":"` + f.ID + `","amount":5}`,
+		}
+		rows := e.deliveries()
+		if len(rows) != len(want) {
+			t.Fatalf("%d deliveries, want %d", len(rows), len(want))
+		}
+		for _, r := range rows {
+			var b struct {
+				Fact json.RawMessage `json:"fact"`
+			}
+			if err := json.Unmarshal(r.Payload, &b); err != nil {
+				t.Fatal(err)
+			}
+			if got, shape := string(b.Fact), want[r.ConfigID]; got != objects[shape] {
+				t.Errorf("config %s (%s): fact %s, want %s", r.ConfigID, shape, got, objects[shape])
+			}
 		}
 	})
 }
