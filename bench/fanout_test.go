@@ -144,7 +144,8 @@ func (r *fanReport) markdown() string {
 	self, pg := r.CPU.cores(r.CPU.Self), r.CPU.cores(r.CPU.PG)
 	w("\nThe ceiling is what the %d receivers serve in this process when nothing else runs: HTTPS requests over "+
 		"kept-alive connections (one transport keeping an idle connection per client and endpoint, as a sender keeps its "+
-		"connections to each receiver), so once the warm-up has opened them no request pays a handshake. The service's deliveries "+
+		"connections to each receiver, resuming TLS sessions as the webhook client does), so once the warm-up has opened them "+
+		"few requests pay a handshake (the connections opened in the window are counted). The service's deliveries "+
 		"share the cores with the receivers, the matcher and PostgreSQL, so 100%% is out of reach by construction.\n",
 		fanEndpoints)
 	w("\nCPU cores busy during the offer window: test process (service + receivers) %.2f, PostgreSQL %.2f, other processes %.2f, "+

@@ -556,7 +556,7 @@ func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window
 // whCeiling drives the receiver directly: 128 clients posting 1 KB
 // bodies round-robin over its endpoints, on one transport that keeps an
 // idle connection for every client at every endpoint, as a sender keeps
-// its connections to each receiver. A first round of whCeilingWarmup
+// its connections to each receiver (and resumes TLS sessions). A first round of whCeilingWarmup
 // opens the connections; the measured whCeilingWindow after it reuses
 // them, so the figure is the receivers' HTTPS request ceiling, not their
 // handshake rate. It returns requests/s and the connections opened in the
@@ -564,7 +564,10 @@ func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window
 func whCeiling(t *testing.T, rc *whReceiver) (float64, int64) {
 	t.Helper()
 	const clients = 128
-	tr := &http.Transport{TLSClientConfig: rc.tlsConfig(), MaxIdleConnsPerHost: clients, MaxIdleConns: 0, DisableCompression: true}
+	tc := rc.tlsConfig()
+	// New connections resume a TLS session, as the webhook client's do.
+	tc.ClientSessionCache = tls.NewLRUClientSessionCache(len(rc.servers))
+	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: clients, MaxIdleConns: 0, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	body := bytes.Repeat([]byte("x"), whBodyBytes)
