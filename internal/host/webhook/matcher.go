@@ -18,10 +18,13 @@ import (
 // batch is skipped and each batch's checkpoint and each transaction's
 // commit dominate: the matcher reads matchBatch facts at a time and
 // records up to appendChunk matches per transaction (one fact matched by
-// 200 configs is 200 matches).
+// 200 configs is 200 matches). appendChunk is the delivery committer's
+// commitBatch: both take the fact head lock in turn, and a larger turn
+// for matching would record new deliveries at the expense of recording
+// the outcomes of those already made.
 const (
 	matchBatch  = 1024
-	appendChunk = 2048
+	appendChunk = commitBatch
 )
 
 // Scope types of a webhook config (the contract's scope; stored as the

@@ -3,9 +3,10 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,21 +165,34 @@ func TestPayloadShaping(t *testing.T) {
 	}
 }
 
-// appendCounter is a real store that counts AppendFacts calls (each one
-// transaction).
+// appendCounter is a real store that records the size of each
+// AppendFacts call (each one transaction).
 type appendCounter struct {
 	store.Store
-	calls atomic.Int64
+	mu    sync.Mutex
+	sizes []int
 }
 
 func (c *appendCounter) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
-	c.calls.Add(1)
+	c.mu.Lock()
+	c.sizes = append(c.sizes, len(items))
+	c.mu.Unlock()
 	return c.Store.AppendFacts(ctx, items)
 }
 
-// Fan-out: the matches of one stream batch (here 3 configs x 100 facts,
-// more than the 256 a transaction once held) are recorded in one
-// transaction.
+func (c *appendCounter) take() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sizes
+	c.sizes = nil
+	return s
+}
+
+// Fan-out: the matches of one stream batch (3 configs x 100 facts, more
+// than the 256 a transaction once held) are recorded in one transaction;
+// more matches than the delivery committer records in one (commitBatch)
+// take more, none larger, so matching and recording outcomes share the
+// fact head lock in equal turns.
 func TestMatchesOfOneBatchShareOneTransaction(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		st := &appendCounter{Store: teststore.Open(t, backend)}
@@ -188,23 +202,32 @@ func TestMatchesOfOneBatchShareOneTransaction(t *testing.T) {
 			e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
 		}
 		e.deal("deal-1")
-		const facts = 100
-		for range facts {
-			e.emit("deal-1", "deal_won", nil)
+		after := int64(0)
+		for _, c := range []struct {
+			facts int
+			want  []int
+		}{
+			{100, []int{300}},
+			{200, []int{commitBatch, 600 - commitBatch}},
+		} {
+			for range c.facts {
+				e.emit("deal-1", "deal_won", nil)
+			}
+			batch, err := e.st.ReadFacts(ctx, after, matchBatch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after = batch[len(batch)-1].Position
+			st.take()
+			if err := e.svc.matcher.handle(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.take(); !slices.Equal(got, c.want) {
+				t.Errorf("%d facts: transactions of %v matches, want %v", c.facts, got, c.want)
+			}
 		}
-		batch, err := e.st.ReadFacts(ctx, 0, matchBatch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := st.calls.Load()
-		if err := e.svc.matcher.handle(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		if n := st.calls.Load() - before; n != 1 {
-			t.Errorf("%d transactions recorded the matches of one batch, want 1", n)
-		}
-		if n := len(e.deliveries()); n != 3*facts {
-			t.Errorf("%d deliveries, want %d", n, 3*facts)
+		if n := len(e.deliveries()); n != 900 {
+			t.Errorf("%d deliveries, want 900", n)
 		}
 	})
 }
