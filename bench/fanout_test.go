@@ -132,7 +132,7 @@ func (r *fanReport) markdown() string {
 		float64(r.worstEP())/max(1, float64(r.medianEP())), r.Short, fanStarveRatio, r.Verdicts["starve"])
 	w("| connections the service opened | %s (%d endpoints; each new connection is a TLS handshake) | | — |\n",
 		formatInt(r.Conns), fanEndpoints)
-	w("| receivers' own ceiling | %s requests/s (128 clients, 1 KB bodies, %v after a %v warm-up, round-robin over the %d endpoints; %s connections opened in the window) | reference | — |\n",
+	w("| receivers' own ceiling | %s requests/s (128 clients, 1 KB bodies, %v after a %v warm-up, each client over its own 1 or 2 of the %d endpoints on one kept-alive connection each; %s connections opened in the window) | reference | — |\n",
 		formatInt(int64(r.Ceiling)), whCeilingWindow, whCeilingWarmup, fanEndpoints, formatInt(r.CeilingConns))
 	if r.Ceiling > 0 {
 		w("| share of the ceiling | **%.0f%%** | | |\n", 100*r.rate()/r.Ceiling)
@@ -143,10 +143,9 @@ func (r *fanReport) markdown() string {
 	}
 	self, pg := r.CPU.cores(r.CPU.Self), r.CPU.cores(r.CPU.PG)
 	w("\nThe ceiling is what the %d receivers serve in this process when nothing else runs: HTTPS requests over "+
-		"kept-alive connections (one transport keeping an idle connection per client and endpoint, as a sender keeps its "+
-		"connections to each receiver, resuming TLS sessions as the webhook client does), so once the warm-up has opened them "+
-		"few requests pay a handshake (the connections opened in the window are counted). The service's deliveries "+
-		"share the cores with the receivers, the matcher and PostgreSQL, so 100%% is out of reach by construction.\n",
+		"kept-alive connections, one per endpoint and client, as a sender keeps its connections to each receiver (resuming "+
+		"TLS sessions as the webhook client does), opened by the warm-up, so the window pays no handshakes. The service's "+
+		"deliveries share the cores with the receivers, the matcher and PostgreSQL, so 100%% is out of reach by construction.\n",
 		fanEndpoints)
 	w("\nCPU cores busy during the offer window: test process (service + receivers) %.2f, PostgreSQL %.2f, other processes %.2f, "+
 		"whole machine %.2f of %d. A batch of facts was at most %s behind its schedule.\n",

@@ -45,15 +45,16 @@ import (
 
 // Webhook delivery benchmark parameters (the issue's).
 const (
-	whEndpoints     = 64
-	whRate          = 1000 // facts/s offered in (b)
-	whBodyBytes     = 1024
-	whKillBacklog   = 10_000
-	whTargetDrain   = 2500 // deliveries/s
-	whTargetP99     = 500 * time.Millisecond
-	whCeilingWindow = 5 * time.Second
-	whCeilingWarmup = 3 * time.Second
-	whTenant        = "bench"
+	whEndpoints      = 64
+	whRate           = 1000 // facts/s offered in (b)
+	whBodyBytes      = 1024
+	whKillBacklog    = 10_000
+	whTargetDrain    = 2500 // deliveries/s
+	whTargetP99      = 500 * time.Millisecond
+	whCeilingWindow  = 5 * time.Second
+	whCeilingWarmup  = 3 * time.Second
+	whCeilingClients = 128
+	whTenant         = "bench"
 )
 
 // whBacklog is the backlog of (a); BENCH_WEBHOOK_BACKLOG lowers it for a
@@ -554,20 +555,20 @@ func whOffer(t *testing.T, ctx context.Context, db *whDB, rc *whReceiver, window
 }
 
 // whCeiling drives the receiver directly: 128 clients posting 1 KB
-// bodies round-robin over its endpoints, on one transport that keeps an
-// idle connection for every client at every endpoint, as a sender keeps
-// its connections to each receiver (and resumes TLS sessions). A first round of whCeilingWarmup
-// opens the connections; the measured whCeilingWindow after it reuses
-// them, so the figure is the receivers' HTTPS request ceiling, not their
-// handshake rate. It returns requests/s and the connections opened in the
-// measured window.
+// bodies for whCeilingWindow, each over its own share of the endpoints
+// (client w takes endpoints w, w+128, ...; every endpoint has one client)
+// in turn, on one kept-alive connection per endpoint, as a sender keeps
+// its connections to each receiver (resuming TLS sessions, as the webhook
+// client does). A whCeilingWarmup round opens the connections first, so
+// the measured window pays no handshakes: the figure is the receivers'
+// HTTPS request ceiling. It returns requests/s and the connections opened
+// in the measured window.
 func whCeiling(t *testing.T, rc *whReceiver) (float64, int64) {
 	t.Helper()
-	const clients = 128
+	const clients = whCeilingClients
 	tc := rc.tlsConfig()
-	// New connections resume a TLS session, as the webhook client's do.
 	tc.ClientSessionCache = tls.NewLRUClientSessionCache(len(rc.servers))
-	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: clients, MaxIdleConns: 0, DisableCompression: true}
+	tr := &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 1, MaxIdleConns: 0, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	body := bytes.Repeat([]byte("x"), whBodyBytes)
@@ -575,12 +576,16 @@ func whCeiling(t *testing.T, rc *whReceiver) (float64, int64) {
 		var done atomic.Int64
 		stop := time.Now().Add(window)
 		var wg sync.WaitGroup
-		for w := range clients {
+		for w := range min(clients, len(rc.servers)) {
+			var mine []string
+			for e := w; e < len(rc.servers); e += clients {
+				mine = append(mine, rc.servers[e].URL+"/ceiling")
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for i := 0; time.Now().Before(stop); i++ {
-					req, _ := http.NewRequest(http.MethodPost, rc.servers[(w+i)%len(rc.servers)].URL+"/ceiling", bytes.NewReader(body))
+					req, _ := http.NewRequest(http.MethodPost, mine[i%len(mine)], bytes.NewReader(body))
 					req.Header.Set("X-Svc-Delivery-Id", "ceiling_"+strconv.Itoa(w)+"_"+strconv.Itoa(i))
 					resp, err := client.Do(req)
 					if err != nil {
