@@ -7,7 +7,9 @@
 # describe the product, not the race detector or a contended machine.
 # Extra arguments go to `go test` (for example -run TestFactAppends).
 # BENCH_DURATION / BENCH_WARMUP shorten the windows for a trial run;
-# BENCH_CPUPROFILE=FILE writes a CPU profile of the HTTP (a) window.
+# BENCH_CPUPROFILE=FILE writes a CPU profile of the test process: the HTTP
+# (a) window of the append benchmark, the drain (a) of TestWebhookDelivery,
+# the offer window of TestWebhookFanOut.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

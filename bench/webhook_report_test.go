@@ -24,8 +24,9 @@ type whReport struct {
 	Latency []time.Duration // sorted, one per offered fact delivered
 	Queued  []time.Duration // sorted: the part from the delivery's creation (matching) to the 2xx
 
-	Ceiling float64
-	Kill    *whKill
+	Ceiling      float64
+	CeilingConns int64 // connections the ceiling run opened
+	Kill         *whKill
 
 	DrainVerdict, SustainVerdict, KillVerdict string
 	Failures                                  []string
@@ -103,8 +104,8 @@ func (r *whReport) markdown() string {
 		formatInt(int64(r.Offered)), formatInt(int64(len(r.Latency))), fmtLatency(whTargetP99), r.SustainVerdict)
 	w("| (b) of which: delivery created to 2xx | p50 %s, p99 %s (the rest is the stream consumer reading the fact and matching it) | | |\n",
 		fmtLatency(pctOf(r.Queued, 0.5)), fmtLatency(pctOf(r.Queued, 0.99)))
-	w("| (c) receiver ceiling | %s requests/s (128 keep-alive clients, 1 KB bodies, %v) | reference | — |\n",
-		formatInt(int64(r.Ceiling)), whCeilingWindow)
+	w("| (c) receiver ceiling | %s requests/s (%d clients, one per endpoint, 1 KB bodies, %v after a %v warm-up, one kept-alive connection each: %s opened in the window) | reference | — |\n",
+		formatInt(int64(r.Ceiling)), min(whCeilingClients, whEndpoints), whCeilingWindow, whCeilingWarmup, formatInt(r.CeilingConns))
 	k := r.Kill
 	w("| SIGKILL of the worker process | %s deliveries: killed after %s had arrived, restarted; %s sent, %d lost, %d unknown, %d delivered twice (same id), %d interrupted attempts recorded; %.1f s in all | 0 lost, exact reconciliation | %s |\n\n",
 		formatInt(int64(k.Backlog)), formatInt(k.AtKill), formatInt(int64(k.Rec.Deliveries-k.Rec.NotSent)), k.Rec.Lost, k.Rec.Unknown,

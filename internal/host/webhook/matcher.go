@@ -13,8 +13,19 @@ import (
 	"github.com/factline/factline/internal/host/store"
 )
 
-// appendChunk bounds the facts of one matching transaction.
-const appendChunk = 256
+// Matching batches. Every fact enters the matcher's stream, the audit
+// facts of deliveries too (two per delivery), so under fan-out most of a
+// batch is skipped and each batch's checkpoint and each transaction's
+// commit dominate: the matcher reads matchBatch facts at a time and
+// records up to appendChunk matches per transaction (one fact matched by
+// 200 configs is 200 matches). appendChunk is the delivery committer's
+// commitBatch: both take the fact head lock in turn, and a larger turn
+// for matching would record new deliveries at the expense of recording
+// the outcomes of those already made.
+const (
+	matchBatch  = 1024
+	appendChunk = commitBatch
+)
 
 // Scope types of a webhook config (the contract's scope; stored as the
 // config's scope_type, with applies_to as scope_id).
@@ -43,6 +54,9 @@ type compiledConfig struct {
 	cfg      store.Config
 	settings Settings
 	endpoint string
+	// shape identifies the payload settings: configs of equal shape
+	// render a fact's object the same way.
+	shape string
 }
 
 // matcher is the stream handler that turns matched facts into deliveries.
@@ -120,7 +134,11 @@ func compile(c *store.Config) (*compiledConfig, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: %s", errs[0].Field, errs[0].Message)
 	}
-	return &compiledConfig{cfg: *c, settings: s, endpoint: endpointOf(s.URL)}, nil
+	shape, err := json.Marshal(s.Payload)
+	if err != nil {
+		return nil, err
+	}
+	return &compiledConfig{cfg: *c, settings: s, endpoint: endpointOf(s.URL), shape: string(shape)}, nil
 }
 
 // subjects are the ids a fact is about, beyond its tenant.
@@ -210,11 +228,22 @@ func (m *matcher) handle(ctx context.Context, facts []store.Fact) error {
 			continue
 		}
 		sub := subjectsOf(f)
+		// The fact's object, rendered once per payload shape: one fact
+		// matched by many configs of the same shape renders it once.
+		objects := map[string]json.RawMessage{}
 		for _, c := range cands {
 			if c.cfg.EffectiveAt > f.CreatedAt || !c.applies(f, sub) {
 				continue
 			}
-			it, err := m.delivery(f, c, trigger, sub, now)
+			obj, ok := objects[c.shape]
+			if !ok {
+				if obj, err = factObject(c.settings.Payload, f); err != nil {
+					m.s.log.Error("webhook: cannot build delivery", "fact_id", f.ID, "config_id", c.cfg.ID, "err", err)
+					continue
+				}
+				objects[c.shape] = obj
+			}
+			it, err := m.delivery(f, c, obj, trigger, sub, now)
 			if err != nil {
 				m.s.log.Error("webhook: cannot build delivery", "fact_id", f.ID, "config_id", c.cfg.ID, "err", err)
 				continue
@@ -257,13 +286,20 @@ type triggeredData struct {
 	CampaignID    string `json:"campaign_id,omitempty"`
 }
 
-// delivery builds the triggered fact and its outbox row.
-func (m *matcher) delivery(f *store.Fact, c *compiledConfig, trigger string, sub subjects, now time.Time) (store.Append, error) {
+// delivery builds the triggered fact and its outbox row; obj is the
+// fact's object for c's payload settings (nil: rendered here).
+func (m *matcher) delivery(f *store.Fact, c *compiledConfig, obj json.RawMessage, trigger string, sub subjects, now time.Time) (store.Append, error) {
 	ms := now.UnixMilli()
 	factID := triggeredFactID(f.ID, c.cfg.ID, c.cfg.Version, f.CreatedAt)
 	sigTS := now.Unix()
 	delID := deliveryID(factID, c.cfg.ID, sigTS)
-	payload, err := BuildPayload(c.settings.Payload, f, delID, trigger, c.cfg.Version, now)
+	if obj == nil {
+		var err error
+		if obj, err = factObject(c.settings.Payload, f); err != nil {
+			return store.Append{}, err
+		}
+	}
+	payload, err := payloadWith(c.settings.Payload, f, obj, delID, trigger, c.cfg.Version, now)
 	if err != nil {
 		return store.Append{}, err
 	}

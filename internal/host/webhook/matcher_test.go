@@ -1,8 +1,12 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/teststore"
 )
 
 func TestTriggeredFactIDIsDeterministic(t *testing.T) {
@@ -158,4 +163,126 @@ func TestPayloadShaping(t *testing.T) {
 			t.Errorf("%s: invalid JSON", c.name)
 		}
 	}
+}
+
+// appendCounter is a real store that records the size of each
+// AppendFacts call (each one transaction).
+type appendCounter struct {
+	store.Store
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *appendCounter) AppendFacts(ctx context.Context, items []store.Append) ([]store.AppendResult, error) {
+	c.mu.Lock()
+	c.sizes = append(c.sizes, len(items))
+	c.mu.Unlock()
+	return c.Store.AppendFacts(ctx, items)
+}
+
+func (c *appendCounter) take() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sizes
+	c.sizes = nil
+	return s
+}
+
+// Fan-out: the matches of one stream batch (3 configs x 100 facts, more
+// than the 256 a transaction once held) are recorded in one transaction;
+// more matches than the delivery committer records in one (commitBatch)
+// take more, none larger, so matching and recording outcomes share the
+// fact head lock in equal turns.
+func TestMatchesOfOneBatchShareOneTransaction(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		st := &appendCounter{Store: teststore.Open(t, backend)}
+		e := newEnvOn(t, backend, st, nil)
+		ctx := t.Context()
+		for range 3 {
+			e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
+		}
+		e.deal("deal-1")
+		after := int64(0)
+		for _, c := range []struct {
+			facts int
+			want  []int
+		}{
+			{100, []int{300}},
+			{200, []int{commitBatch, 600 - commitBatch}},
+		} {
+			for range c.facts {
+				e.emit("deal-1", "deal_won", nil)
+			}
+			batch, err := e.st.ReadFacts(ctx, after, matchBatch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after = batch[len(batch)-1].Position
+			st.take()
+			if err := e.svc.matcher.handle(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.take(); !slices.Equal(got, c.want) {
+				t.Errorf("%d facts: transactions of %v matches, want %v", c.facts, got, c.want)
+			}
+		}
+		if n := len(e.deliveries()); n != 900 {
+			t.Errorf("%d deliveries, want 900", n)
+		}
+	})
+}
+
+// One fact matched by configs of different payload settings: each
+// delivery's body has its own config's shape (the fact's object is
+// rendered once per shape and shared by configs of the same one).
+func TestMatchedConfigsKeepTheirPayloadShapes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		e := newEnv(t, backend, nil)
+		ctx := t.Context()
+		shapes := map[string]map[string]any{
+			"default": nil,
+			"ids":     {"include_fields": []any{"fact_id"}},
+			"renamed": {"include_fields": []any{"fact_id", "data.amount"}, "field_mapping": map[string]any{"data.amount": "amount"}},
+		}
+		want := map[string]string{}
+		for name, payload := range shapes {
+			extra := map[string]any{}
+			if payload != nil {
+				extra["payload"] = payload
+			}
+			for range 2 { // two configs of each shape
+				c := e.createConfig(platform.ConfigInput{Settings: e.settings(extra)})
+				want[c.ID] = name
+			}
+		}
+		e.deal("deal-1")
+		f := e.emit("deal-1", "deal_won", map[string]any{"amount": 5})
+		batch, err := e.st.ReadFacts(ctx, 0, matchBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.svc.matcher.handle(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		objects := map[string]string{
+			"default": `{"id":"` + f.ID + `","type":"outcome","subtype":"deal_won","timestamp":` + strconv.FormatInt(f.Timestamp, 10) + `,"data":{"amount":5}}`,
+			"ids":     `{"id":"` + f.ID + `"}`,
+			"renamed": `{"id":"` + f.ID + `","amount":5}`,
+		}
+		rows := e.deliveries()
+		if len(rows) != len(want) {
+			t.Fatalf("%d deliveries, want %d", len(rows), len(want))
+		}
+		for _, r := range rows {
+			var b struct {
+				Fact json.RawMessage `json:"fact"`
+			}
+			if err := json.Unmarshal(r.Payload, &b); err != nil {
+				t.Fatal(err)
+			}
+			if got, shape := string(b.Fact), want[r.ConfigID]; got != objects[shape] {
+				t.Errorf("config %s (%s): fact %s, want %s", r.ConfigID, shape, got, objects[shape])
+			}
+		}
+	})
 }

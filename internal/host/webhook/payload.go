@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,18 +44,44 @@ func BuildPayload(p PayloadSettings, f *store.Fact, deliveryID, trigger string, 
 	if err != nil {
 		return nil, err
 	}
-	b := body{DeliveryID: deliveryID, Timestamp: iso(created), Trigger: trigger, ConfigVersion: configVersion, Fact: fact}
-	if p.IncludeFullFact {
-		v := platform.NewFactView(f)
-		b.FullFact = &v
-	}
+	return payloadWith(p, f, fact, deliveryID, trigger, configVersion, created)
+}
+
+// payloadWith renders the body around the fact object factObject made
+// (compact JSON), which configs with the same payload settings share.
+func payloadWith(p PayloadSettings, f *store.Fact, fact json.RawMessage, deliveryID, trigger string, configVersion int64, created time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(b); err != nil {
+	if p.IncludeFullFact {
+		v := platform.NewFactView(f)
+		b := body{DeliveryID: deliveryID, Timestamp: iso(created), Trigger: trigger, ConfigVersion: configVersion, Fact: fact, FullFact: &v}
+		if err := enc.Encode(b); err != nil {
+			return nil, err
+		}
+		return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	}
+	// The body's fields written in place: the encoder would check and
+	// compact the fact object again for every delivery of the fact.
+	buf.Grow(len(fact) + len(deliveryID) + len(trigger) + 112)
+	buf.WriteString(`{"delivery_id":`)
+	if err := enc.Encode(deliveryID); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	buf.Truncate(buf.Len() - 1)
+	buf.WriteString(`,"timestamp":"`)
+	buf.WriteString(iso(created))
+	buf.WriteString(`","trigger":`)
+	if err := enc.Encode(trigger); err != nil {
+		return nil, err
+	}
+	buf.Truncate(buf.Len() - 1)
+	buf.WriteString(`,"config_version":`)
+	buf.WriteString(strconv.FormatInt(configVersion, 10))
+	buf.WriteString(`,"fact":`)
+	buf.Write(fact)
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // object writes a JSON object with keys in insertion order.
@@ -156,7 +183,15 @@ func factObject(p PayloadSettings, f *store.Fact) (json.RawMessage, error) {
 	if havePartial {
 		out.add(outputKey("data", p.FieldMapping), partial.bytes())
 	}
-	return out.bytes(), nil
+	if data == nil {
+		return out.bytes(), nil // every part is compact already
+	}
+	// Values picked from the data keep their inner spacing: compact once.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, out.bytes()); err != nil {
+		return nil, fmt.Errorf("fact %s: %w", f.ID, err)
+	}
+	return compact.Bytes(), nil
 }
 
 // needsDataKeys reports whether the payload picks or renames single keys

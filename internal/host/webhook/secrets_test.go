@@ -228,7 +228,7 @@ func TestSecretRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := e.emit("deal-1", "deal_won", nil)
-		it, err := e.svc.matcher.delivery(f, cc, "outcome.deal_won", subjects{}, e.clock.Now())
+		it, err := e.svc.matcher.delivery(f, cc, nil, "outcome.deal_won", subjects{}, e.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -197,7 +197,7 @@ func (s *Service) Register(reg prometheus.Registerer) error {
 func (s *Service) Start(ctx context.Context) error {
 	var tasks []func(context.Context)
 	if !s.opts.NoMatcher {
-		c := &stream.Consumer{Name: ConsumerName, Store: s.st, Handler: s.matcher.handle, BatchSize: 256,
+		c := &stream.Consumer{Name: ConsumerName, Store: s.st, Handler: s.matcher.handle, BatchSize: matchBatch,
 			Logger: s.log, Metrics: s.opts.StreamMetrics, Tracer: s.tracer}
 		tasks = append(tasks, func(ctx context.Context) {
 			if err := c.Run(ctx); err != nil {

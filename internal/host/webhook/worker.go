@@ -20,7 +20,7 @@ import (
 )
 
 // commitBatch bounds the outcomes recorded in one transaction.
-const commitBatch = 256
+const commitBatch = 512
 
 // deliverer claims due deliveries, makes the attempts and records their
 // outcomes. One goroutine (dispatch) claims; each claimed delivery runs in
