@@ -417,3 +417,73 @@ func TestGroupSavesMembersCheckpointsInOneWrite(t *testing.T) {
 		}
 	})
 }
+
+// holdingSaves holds the first SetCheckpoints call made after hold until
+// release is closed (or 60 s pass, longer than any wait of the test, so
+// that a failing test ends).
+type holdingSaves struct {
+	store.Store
+	mu       sync.Mutex
+	armed    bool
+	held     chan struct{} // closed when the held write has started
+	release  chan struct{}
+	timedOut atomic.Bool
+}
+
+func (h *holdingSaves) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.held, h.release = true, make(chan struct{}), make(chan struct{})
+}
+
+func (h *holdingSaves) SetCheckpoints(ctx context.Context, positions map[string]int64) error {
+	h.mu.Lock()
+	armed := h.armed
+	h.armed = false
+	held, release := h.held, h.release
+	h.mu.Unlock()
+	if armed {
+		close(held)
+		select {
+		case <-release:
+		case <-time.After(60 * time.Second):
+			h.timedOut.Store(true)
+		}
+	}
+	return h.Store.SetCheckpoints(ctx, positions)
+}
+
+// TestGroupHandlesNextBatchWhileCheckpointsSave: the checkpoint write of
+// one batch does not hold the next batch back; the next batch is read and
+// handled while it runs, and the checkpoints end at the last fact once it
+// lands.
+func TestGroupHandlesNextBatchWhileCheckpointsSave(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		st := &holdingSaves{Store: teststore.Open(t, backend)}
+		appendN(t, st, 3)
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		col := newCollector()
+		join(t, g, &stream.Consumer{Name: "a", Store: st, Handler: col.handle, BatchSize: 16, PollInterval: 50 * time.Millisecond})
+		wantSequence(t, col.waitFor(t, 3), 1, 3)
+		waitMembers(t, g, "a")
+
+		st.hold()
+		appendOne(t, st)
+		wantSequence(t, col.waitFor(t, 4), 1, 4)
+		waitSignal(t, st.held, "the checkpoint write of fact 4")
+		last := appendOne(t, st).Position
+		wantSequence(t, col.waitFor(t, 5), 1, 5)
+		if st.timedOut.Load() {
+			t.Fatal("fact 5 was handled only after the checkpoint write of fact 4 ended")
+		}
+		close(st.release)
+		wait.EventuallyNil(t, 30*time.Second, func() error {
+			cp, err := st.GetCheckpoint(context.Background(), "a")
+			if err == nil && cp != last {
+				err = fmt.Errorf("checkpoint %d, want %d", cp, last)
+			}
+			return err
+		})
+	})
+}
