@@ -36,9 +36,10 @@ type Group struct {
 	// (default 2 s).
 	PollInterval time.Duration
 	// Parallelism bounds how many members handle a batch at the same
-	// time (default 32): members wait on Redis or the database, not on the
-	// CPU, so a hundred of them handled one after another would make the
-	// last one lag by the sum of their round trips.
+	// time (default 256, in practice every member): members wait on Redis
+	// or the database, not on the CPU, so a hundred of them handled in
+	// rounds would make the last one lag by the sum of the rounds, while
+	// handled together their Redis calls share a few pipelines.
 	Parallelism int
 	Logger      *slog.Logger
 
@@ -104,7 +105,7 @@ func (g *Group) init() {
 			g.PollInterval = 2 * time.Second
 		}
 		if g.Parallelism <= 0 {
-			g.Parallelism = 32
+			g.Parallelism = 256
 		}
 		if g.Logger == nil {
 			g.Logger = slog.Default()

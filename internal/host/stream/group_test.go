@@ -274,14 +274,31 @@ func TestFailedSubscriptionIsRetried(t *testing.T) {
 // TestGroupMembersHandleABatchConcurrently: the members of a group handle
 // a batch at the same time, at most Parallelism of them at once, so the
 // last member does not wait for the sum of the others' round trips. Each
-// handler, once armed, waits (up to 30 s) until Parallelism handlers are
-// inside at the same time: handled one after another, none ever is.
+// handler, once armed, waits (up to 30 s) until the expected number of
+// handlers are inside at the same time: handled one after another, or in
+// rounds of fewer, none ever is. By default a hundred members, which
+// share their Redis round trips, all handle a batch at once.
 func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setting  int // Group.Parallelism
+		members  int
+		parallel int // handlers expected inside at once
+	}{
+		{"bounded", 4, 12, 4},
+		{"default: every member at once", 0, 100, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			membersHandleConcurrently(t, tc.setting, tc.members, tc.parallel)
+		})
+	}
+}
+
+func membersHandleConcurrently(t *testing.T, setting, members, parallel int) {
 	forEachBackend(t, func(t *testing.T, backend string) {
-		const parallel, members = 4, 12
 		st := teststore.Open(t, backend)
 		appendN(t, st, 3)
-		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond, Parallelism: parallel}
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond, Parallelism: setting}
 		runGroup(t, g)
 
 		var (
@@ -296,7 +313,7 @@ func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
 		names := make([]string, 0, members)
 		cols := make([]*collector, 0, members)
 		for i := range members {
-			name := string(rune('a' + i))
+			name := fmt.Sprintf("m%03d", i)
 			col := newCollector()
 			names, cols = append(names, name), append(cols, col)
 			handle := func(ctx context.Context, facts []store.Fact) error {
@@ -338,7 +355,7 @@ func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if maxIn > parallel {
-			t.Fatalf("%d handlers ran at once, want at most Parallelism %d", maxIn, parallel)
+			t.Fatalf("%d handlers ran at once, want at most %d", maxIn, parallel)
 		}
 		waitMembers(t, g, names...)
 	})
