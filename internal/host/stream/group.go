@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/factline/factline/internal/host/store"
@@ -48,6 +49,10 @@ type Group struct {
 	// pos is the position of the last fact dispatched to the members.
 	pos     int64
 	members map[*Consumer]*member
+	// lead is pos while the group has members, else -1: a consumer
+	// reading on its own checks it after every batch without waiting for
+	// g.mu, which a batch being handled holds.
+	lead atomic.Int64
 	// saving is the checkpoint write of the last batch while it runs:
 	// the next batch is read and handled meanwhile, and waits for it
 	// only before its own write (see step).
@@ -110,6 +115,7 @@ func (g *Group) init() {
 		if g.Logger == nil {
 			g.Logger = slog.Default()
 		}
+		g.lead.Store(-1)
 		g.Logger = g.Logger.With("reader", "group")
 	})
 }
@@ -158,7 +164,14 @@ func (g *Group) Join(ctx context.Context, c *Consumer) error {
 // the group: the facts between are read and handled here first. A
 // consumer ahead of the group skips what it has already handled. It
 // reports whether c is now a member; if not, c keeps reading on its own.
+// It is called after each of c's batches, full ones too: a consumer that
+// trails the group by a batch or less while the stream grows as fast as
+// it reads would never read a short batch, and would keep reading on its
+// own for good.
 func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) bool {
+	if lead := g.lead.Load(); lead >= 0 && lead-p > int64(g.BatchSize) {
+		return false // still too far behind
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.members) == 0 {
@@ -182,6 +195,7 @@ func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) boo
 	}
 	m.pos, m.savedAt = p, time.Now()
 	g.members[c] = m
+	g.lead.Store(g.pos)
 	return true
 }
 
@@ -204,6 +218,9 @@ func (g *Group) leave(c *Consumer) {
 	g.mu.Lock()
 	g.settle()
 	delete(g.members, c)
+	if len(g.members) == 0 {
+		g.lead.Store(-1)
+	}
 	g.mu.Unlock()
 }
 
@@ -301,6 +318,10 @@ func (g *Group) step(ctx context.Context) (int, error) {
 		}
 	}
 	g.pos = last
+	g.lead.Store(last)
+	if len(g.members) == 0 {
+		g.lead.Store(-1)
+	}
 	return len(facts), nil
 }
 

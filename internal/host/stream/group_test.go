@@ -504,3 +504,57 @@ func TestGroupHandlesNextBatchWhileCheckpointsSave(t *testing.T) {
 		})
 	})
 }
+
+// TestGroupAdmitsAConsumerThatNeverReadsAShortBatch: a consumer reading on
+// its own that trails the group by one batch while the stream grows by a
+// batch each time it reads one (so every read it makes is full) joins the
+// group; it does not wait for a short read that never comes.
+func TestGroupAdmitsAConsumerThatNeverReadsAShortBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		const batch = 16
+		st := teststore.Open(t, backend)
+		g := &stream.Group{Store: st, BatchSize: batch, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		lead := newCollector()
+		join(t, g, &stream.Consumer{Name: "lead", Store: st, Handler: lead.handle, BatchSize: batch, PollInterval: 50 * time.Millisecond})
+		waitMembers(t, g, "lead")
+		appendN(t, st, batch)
+		lead.waitFor(t, batch)
+
+		// Until it is a member, each batch the trailing consumer handles on
+		// its own adds a batch to the stream.
+		var member atomic.Bool
+		trail := newCollector()
+		grow := func(ctx context.Context, facts []store.Fact) error {
+			if !member.Load() {
+				appendN(t, st, batch)
+			}
+			return trail.handle(ctx, facts)
+		}
+		join(t, g, &stream.Consumer{Name: "trail", Store: st, Handler: grow, BatchSize: batch, PollInterval: 50 * time.Millisecond})
+		tu.EventuallyNil(t, 30*time.Second, func() error {
+			if got := g.Members(); !slices.Contains(got, "trail") {
+				return fmt.Errorf("group members %v, want trail among them", got)
+			}
+			return nil
+		})
+		member.Store(true)
+		appendOne(t, st)
+		// Every fact reaches both, in order, none twice.
+		tu.EventuallyNil(t, 30*time.Second, func() error {
+			head, err := st.HeadPosition(context.Background())
+			if err != nil {
+				return err
+			}
+			for name, col := range map[string]*collector{"lead": lead, "trail": trail} {
+				got := col.snapshot()
+				if int64(len(got)) != head {
+					return fmt.Errorf("%s saw %d facts, want %d", name, len(got), head)
+				}
+			}
+			return nil
+		})
+		wantSequence(t, lead.snapshot(), 1, lead.snapshot()[len(lead.snapshot())-1])
+		wantSequence(t, trail.snapshot(), 1, trail.snapshot()[len(trail.snapshot())-1])
+	})
+}
