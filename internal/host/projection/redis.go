@@ -68,7 +68,7 @@ func NewRedisState(rdb redis.UniversalClient) *RedisState {
 	_, _ = rand.Read(b[:])
 	_, cluster := rdb.(*redis.ClusterClient)
 	r := &RedisState{rdb: rdb, root: &redisRoot{id: "redis" + hex.EncodeToString(b[:]), cluster: cluster}}
-	r.root.sender = r.newSender()
+	r.root.sender = r.newSender(sendFlights)
 	return r
 }
 

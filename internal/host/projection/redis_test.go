@@ -499,14 +499,15 @@ func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // TestConcurrentAppliesShareRoundTrips: the script calls of projections
 // applying batches at the same time (as the projections fed one batch of
-// the stream do) travel together: those that arrive while a round trip is
-// in flight share the next one, and each projection still gets its own
-// facts counted.
+// the stream do) travel together: those that arrive while every round
+// trip is in flight (here one at a time) share the next one, and each
+// projection still gets its own facts counted.
 func TestConcurrentAppliesShareRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redisClient(t)
 	st := NewRedisState(rdb)
+	st.root.sender = st.newSender(1)
 	cfg := mustConfig(t, cfgYAML("hour", "[data.country]", "  - {field: count, function: count}\n  - {field: data.n, function: sum}\n"))
 	const projections, perBatch = 8, 20
 	engines := make([]*Engine, projections)
@@ -568,6 +569,7 @@ func TestSharedRoundTripOutlivesACaller(t *testing.T) {
 	ctx := context.Background()
 	rdb := redisClient(t)
 	st := NewRedisState(rdb)
+	st.root.sender = st.newSender(1) // round trips one at a time, to share them
 	cfg := mustConfig(t, cfgYAML("hour", "", "  - {field: count, function: count}\n"))
 	facts := func(from int) []Fact {
 		return []Fact{fact(fmt.Sprintf("f%06d", from), "deposit", ms("2024-06-01T10:00:00Z"), nil)}
@@ -618,6 +620,63 @@ func TestSharedRoundTripOutlivesACaller(t *testing.T) {
 			t.Fatalf("projection %d: %v", i, err)
 		}
 		r, err := engines[i].Query(ctx, fmt.Sprint("p", i), QueryOptions{Aggregate: true})
+		if err != nil || js(r) != `{"aggregated":{"count":2}}` {
+			t.Fatalf("projection %d: %s (%v), want a count of 2", i, js(r), err)
+		}
+	}
+}
+
+// TestAppliesDoNotWaitForAHeldRoundTrip: while one projection's round trip
+// to Redis is held, another projection's apply goes out in a round trip of
+// its own and completes; the held one completes once released.
+func TestAppliesDoNotWaitForAHeldRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redisClient(t)
+	st := NewRedisState(rdb)
+	cfg := mustConfig(t, cfgYAML("hour", "", "  - {field: count, function: count}\n"))
+	facts := func(from int) []Fact {
+		return []Fact{fact(fmt.Sprintf("f%06d", from), "deposit", ms("2024-06-01T10:00:00Z"), nil)}
+	}
+	engines := make([]*Engine, 2)
+	for i := range engines {
+		// The first batch loads the scripts and reads the state's format.
+		engines[i] = mustEngine(t, cfg, EngineOptions{State: st})
+		if _, err := engines[i].ProcessIncrementalBatch(ctx, facts(0), &ProcessOptions{ProjectionKey: fmt.Sprint("p", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := &holdFirst{held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	defer func() {
+		select {
+		case <-hook.release:
+		default:
+			close(hook.release)
+		}
+	}()
+	errs := [2]chan error{make(chan error, 1), make(chan error, 1)}
+	apply := func(i int) {
+		_, err := engines[i].ProcessIncrementalBatch(ctx, facts(1), &ProcessOptions{ProjectionKey: fmt.Sprint("p", i)})
+		errs[i] <- err
+	}
+	go apply(0)
+	<-hook.held
+	go apply(1)
+	select {
+	case err := <-errs[1]:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("an apply waited 30 s for another projection's held round trip")
+	}
+	close(hook.release)
+	if err := <-errs[0]; err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range engines {
+		r, err := e.Query(ctx, fmt.Sprint("p", i), QueryOptions{Aggregate: true})
 		if err != nil || js(r) != `{"aggregated":{"count":2}}` {
 			t.Fatalf("projection %d: %s (%v), want a count of 2", i, js(r), err)
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/factline/factline/internal/host/store"
@@ -36,9 +37,10 @@ type Group struct {
 	// (default 2 s).
 	PollInterval time.Duration
 	// Parallelism bounds how many members handle a batch at the same
-	// time (default 32): members wait on Redis or the database, not on the
-	// CPU, so a hundred of them handled one after another would make the
-	// last one lag by the sum of their round trips.
+	// time (default 256, in practice every member): members wait on Redis
+	// or the database, not on the CPU, so a hundred of them handled in
+	// rounds would make the last one lag by the sum of the rounds, while
+	// handled together their Redis calls share a few pipelines.
 	Parallelism int
 	Logger      *slog.Logger
 
@@ -47,6 +49,23 @@ type Group struct {
 	// pos is the position of the last fact dispatched to the members.
 	pos     int64
 	members map[*Consumer]*member
+	// lead is pos while the group has members, else -1: a consumer
+	// reading on its own checks it after every batch without waiting for
+	// g.mu, which a batch being handled holds.
+	lead atomic.Int64
+	// saving is the checkpoint write of the last batch while it runs:
+	// the next batch is read and handled meanwhile, and waits for it
+	// only before its own write (see step).
+	saving *pendingSave
+}
+
+// pendingSave is one batch's checkpoint write in flight.
+type pendingSave struct {
+	done chan struct{}
+	due  []*groupWork
+	at   time.Time
+	// saved is the stores whose write succeeded; read after done.
+	saved map[store.Store]bool
 }
 
 // groupWork is one member's part in a batch.
@@ -74,6 +93,10 @@ func (g *Group) Run(ctx context.Context) error {
 	g.init()
 	l := loop{store: g.Store, batchSize: g.BatchSize, pollInterval: g.PollInterval, log: g.Logger}
 	l.run(ctx, g.step, nil, nil)
+	// A clean stop leaves the last batch's checkpoints stored.
+	g.mu.Lock()
+	g.settle()
+	g.mu.Unlock()
 	return nil
 }
 
@@ -87,11 +110,12 @@ func (g *Group) init() {
 			g.PollInterval = 2 * time.Second
 		}
 		if g.Parallelism <= 0 {
-			g.Parallelism = 32
+			g.Parallelism = 256
 		}
 		if g.Logger == nil {
 			g.Logger = slog.Default()
 		}
+		g.lead.Store(-1)
 		g.Logger = g.Logger.With("reader", "group")
 	})
 }
@@ -140,7 +164,14 @@ func (g *Group) Join(ctx context.Context, c *Consumer) error {
 // the group: the facts between are read and handled here first. A
 // consumer ahead of the group skips what it has already handled. It
 // reports whether c is now a member; if not, c keeps reading on its own.
+// It is called after each of c's batches, full ones too: a consumer that
+// trails the group by a batch or less while the stream grows as fast as
+// it reads would never read a short batch, and would keep reading on its
+// own for good.
 func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) bool {
+	if lead := g.lead.Load(); lead >= 0 && lead-p > int64(g.BatchSize) {
+		return false // still too far behind
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.members) == 0 {
@@ -164,6 +195,7 @@ func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) boo
 	}
 	m.pos, m.savedAt = p, time.Now()
 	g.members[c] = m
+	g.lead.Store(g.pos)
 	return true
 }
 
@@ -180,16 +212,26 @@ func (g *Group) Members() []string {
 }
 
 // leave stops dispatching to c; when it returns, the group no longer
-// touches c. It can be called for a consumer that is not a member.
+// touches c, nor its checkpoint (a write in flight has landed). It can be
+// called for a consumer that is not a member.
 func (g *Group) leave(c *Consumer) {
 	g.mu.Lock()
+	g.settle()
 	delete(g.members, c)
+	if len(g.members) == 0 {
+		g.lead.Store(-1)
+	}
 	g.mu.Unlock()
 }
 
 // step reads one batch after the group's position and hands each member
 // the facts it has not handled yet. A member whose handler fails is
 // dropped and reads on its own from where it was.
+//
+// The cycle is not strictly serial: the batch's checkpoint write runs
+// while the next batch is read and handled, and the head query for the
+// lag metrics while this one is handled; a new fact then waits for one
+// read and one round of handlers, not also for the last batch's commit.
 func (g *Group) step(ctx context.Context) (int, error) {
 	g.mu.Lock()
 	if len(g.members) == 0 {
@@ -214,11 +256,18 @@ func (g *Group) step(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	last := facts[len(facts)-1].Position
-	var head int64 = -1
+	// Only the lag metrics use the head: the query overlaps the handling.
+	head := make(chan int64, 1)
 	if metrics {
-		if h, err := g.Store.HeadPosition(ctx); err == nil {
-			head = h
-		}
+		go func() {
+			h, err := g.Store.HeadPosition(ctx)
+			if err != nil {
+				h = -1
+			}
+			head <- h
+		}()
+	} else {
+		head <- -1
 	}
 
 	g.mu.Lock()
@@ -246,6 +295,9 @@ func (g *Group) step(ctx context.Context) (int, error) {
 		}(&todo[i])
 	}
 	wg.Wait()
+	// A member dropped below saves its own checkpoints from now on: the
+	// last batch's write must land first, or it could overwrite a newer one.
+	g.settle()
 	var due []*groupWork
 	for i := range todo {
 		w := &todo[i]
@@ -257,14 +309,36 @@ func (g *Group) step(ctx context.Context) (int, error) {
 			due = append(due, w)
 		}
 	}
-	g.saveAll(ctx, due, now)
-	for _, w := range todo {
-		if w.ok && w.c.Metrics != nil && head >= 0 {
-			w.c.Metrics.record(w.c.Name, w.m.pos, head)
+	g.saving = g.saveAll(ctx, due, now)
+	if h := <-head; h >= 0 {
+		for _, w := range todo {
+			if w.ok && w.c.Metrics != nil {
+				w.c.Metrics.record(w.c.Name, w.m.pos, h)
+			}
 		}
 	}
 	g.pos = last
+	g.lead.Store(last)
+	if len(g.members) == 0 {
+		g.lead.Store(-1)
+	}
 	return len(facts), nil
+}
+
+// settle waits for the checkpoint write in flight, if any, and marks the
+// members it saved; g.mu is held.
+func (g *Group) settle() {
+	p := g.saving
+	if p == nil {
+		return
+	}
+	<-p.done
+	g.saving = nil
+	for _, w := range p.due {
+		if p.saved[w.c.Store] {
+			w.m.savedAt = p.at
+		}
+	}
 }
 
 // feed hands one member the facts of a batch it has not handled yet. It
@@ -290,10 +364,14 @@ func (g *Group) feed(ctx context.Context, c *Consumer, m *member, facts []store.
 	return true, acted || now.Sub(m.savedAt) >= checkpointEvery
 }
 
-// saveAll stores the due checkpoints of the batch's members, one write
-// per store rather than one per member: a hundred projections on the
-// stream would otherwise cost a hundred commits per batch.
-func (g *Group) saveAll(ctx context.Context, due []*groupWork, now time.Time) {
+// saveAll starts storing the due checkpoints of the batch's members, one
+// write per store rather than one per member: a hundred projections on the
+// stream would otherwise cost a hundred commits per batch. settle waits
+// for it.
+func (g *Group) saveAll(ctx context.Context, due []*groupWork, now time.Time) *pendingSave {
+	if len(due) == 0 {
+		return nil
+	}
 	byStore := map[store.Store]map[string]int64{}
 	for _, w := range due {
 		if byStore[w.c.Store] == nil {
@@ -301,20 +379,19 @@ func (g *Group) saveAll(ctx context.Context, due []*groupWork, now time.Time) {
 		}
 		byStore[w.c.Store][w.c.Name] = w.m.pos
 	}
-	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	saved := map[store.Store]bool{}
-	for st, positions := range byStore {
-		if err := st.SetCheckpoints(saveCtx, positions); err != nil {
-			// Not fatal: a restart replays from the older checkpoints.
-			g.Logger.Warn("stream: save checkpoints", "consumers", len(positions), "err", err)
-			continue
+	p := &pendingSave{done: make(chan struct{}), due: due, at: now, saved: map[store.Store]bool{}}
+	go func() {
+		defer close(p.done)
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for st, positions := range byStore {
+			if err := st.SetCheckpoints(saveCtx, positions); err != nil {
+				// Not fatal: a restart replays from the older checkpoints.
+				g.Logger.Warn("stream: save checkpoints", "consumers", len(positions), "err", err)
+				continue
+			}
+			p.saved[st] = true
 		}
-		saved[st] = true
-	}
-	for _, w := range due {
-		if saved[w.c.Store] {
-			w.m.savedAt = now
-		}
-	}
+	}()
+	return p
 }

@@ -274,14 +274,31 @@ func TestFailedSubscriptionIsRetried(t *testing.T) {
 // TestGroupMembersHandleABatchConcurrently: the members of a group handle
 // a batch at the same time, at most Parallelism of them at once, so the
 // last member does not wait for the sum of the others' round trips. Each
-// handler, once armed, waits (up to 30 s) until Parallelism handlers are
-// inside at the same time: handled one after another, none ever is.
+// handler, once armed, waits (up to 30 s) until the expected number of
+// handlers are inside at the same time: handled one after another, or in
+// rounds of fewer, none ever is. By default a hundred members, which
+// share their Redis round trips, all handle a batch at once.
 func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setting  int // Group.Parallelism
+		members  int
+		parallel int // handlers expected inside at once
+	}{
+		{"bounded", 4, 12, 4},
+		{"default: every member at once", 0, 100, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			membersHandleConcurrently(t, tc.setting, tc.members, tc.parallel)
+		})
+	}
+}
+
+func membersHandleConcurrently(t *testing.T, setting, members, parallel int) {
 	forEachBackend(t, func(t *testing.T, backend string) {
-		const parallel, members = 4, 12
 		st := teststore.Open(t, backend)
 		appendN(t, st, 3)
-		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond, Parallelism: parallel}
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond, Parallelism: setting}
 		runGroup(t, g)
 
 		var (
@@ -296,7 +313,7 @@ func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
 		names := make([]string, 0, members)
 		cols := make([]*collector, 0, members)
 		for i := range members {
-			name := string(rune('a' + i))
+			name := fmt.Sprintf("m%03d", i)
 			col := newCollector()
 			names, cols = append(names, name), append(cols, col)
 			handle := func(ctx context.Context, facts []store.Fact) error {
@@ -338,7 +355,7 @@ func TestGroupMembersHandleABatchConcurrently(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if maxIn > parallel {
-			t.Fatalf("%d handlers ran at once, want at most Parallelism %d", maxIn, parallel)
+			t.Fatalf("%d handlers ran at once, want at most %d", maxIn, parallel)
 		}
 		waitMembers(t, g, names...)
 	})
@@ -415,5 +432,129 @@ func TestGroupSavesMembersCheckpointsInOneWrite(t *testing.T) {
 		if single != 0 || !slices.Equal(many, []int{members}) {
 			t.Fatalf("checkpoint writes for one batch: %d single, SetCheckpoints of %v consumers; want 0 single and one of %d", single, many, members)
 		}
+	})
+}
+
+// holdingSaves holds the first SetCheckpoints call made after hold until
+// release is closed (or 60 s pass, longer than any wait of the test, so
+// that a failing test ends).
+type holdingSaves struct {
+	store.Store
+	mu       sync.Mutex
+	armed    bool
+	held     chan struct{} // closed when the held write has started
+	release  chan struct{}
+	timedOut atomic.Bool
+}
+
+func (h *holdingSaves) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.held, h.release = true, make(chan struct{}), make(chan struct{})
+}
+
+func (h *holdingSaves) SetCheckpoints(ctx context.Context, positions map[string]int64) error {
+	h.mu.Lock()
+	armed := h.armed
+	h.armed = false
+	held, release := h.held, h.release
+	h.mu.Unlock()
+	if armed {
+		close(held)
+		select {
+		case <-release:
+		case <-time.After(60 * time.Second):
+			h.timedOut.Store(true)
+		}
+	}
+	return h.Store.SetCheckpoints(ctx, positions)
+}
+
+// TestGroupHandlesNextBatchWhileCheckpointsSave: the checkpoint write of
+// one batch does not hold the next batch back; the next batch is read and
+// handled while it runs, and the checkpoints end at the last fact once it
+// lands.
+func TestGroupHandlesNextBatchWhileCheckpointsSave(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		st := &holdingSaves{Store: teststore.Open(t, backend)}
+		appendN(t, st, 3)
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		col := newCollector()
+		join(t, g, &stream.Consumer{Name: "a", Store: st, Handler: col.handle, BatchSize: 16, PollInterval: 50 * time.Millisecond})
+		wantSequence(t, col.waitFor(t, 3), 1, 3)
+		waitMembers(t, g, "a")
+
+		st.hold()
+		appendOne(t, st)
+		wantSequence(t, col.waitFor(t, 4), 1, 4)
+		waitSignal(t, st.held, "the checkpoint write of fact 4")
+		last := appendOne(t, st).Position
+		wantSequence(t, col.waitFor(t, 5), 1, 5)
+		if st.timedOut.Load() {
+			t.Fatal("fact 5 was handled only after the checkpoint write of fact 4 ended")
+		}
+		close(st.release)
+		wait.EventuallyNil(t, 30*time.Second, func() error {
+			cp, err := st.GetCheckpoint(context.Background(), "a")
+			if err == nil && cp != last {
+				err = fmt.Errorf("checkpoint %d, want %d", cp, last)
+			}
+			return err
+		})
+	})
+}
+
+// TestGroupAdmitsAConsumerThatNeverReadsAShortBatch: a consumer reading on
+// its own that trails the group by one batch while the stream grows by a
+// batch each time it reads one (so every read it makes is full) joins the
+// group; it does not wait for a short read that never comes.
+func TestGroupAdmitsAConsumerThatNeverReadsAShortBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		const batch = 16
+		st := teststore.Open(t, backend)
+		g := &stream.Group{Store: st, BatchSize: batch, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		lead := newCollector()
+		join(t, g, &stream.Consumer{Name: "lead", Store: st, Handler: lead.handle, BatchSize: batch, PollInterval: 50 * time.Millisecond})
+		waitMembers(t, g, "lead")
+		appendN(t, st, batch)
+		lead.waitFor(t, batch)
+
+		// Until it is a member, each batch the trailing consumer handles on
+		// its own adds a batch to the stream.
+		var member atomic.Bool
+		trail := newCollector()
+		grow := func(ctx context.Context, facts []store.Fact) error {
+			if !member.Load() {
+				appendN(t, st, batch)
+			}
+			return trail.handle(ctx, facts)
+		}
+		join(t, g, &stream.Consumer{Name: "trail", Store: st, Handler: grow, BatchSize: batch, PollInterval: 50 * time.Millisecond})
+		tu.EventuallyNil(t, 30*time.Second, func() error {
+			if got := g.Members(); !slices.Contains(got, "trail") {
+				return fmt.Errorf("group members %v, want trail among them", got)
+			}
+			return nil
+		})
+		member.Store(true)
+		appendOne(t, st)
+		// Every fact reaches both, in order, none twice.
+		tu.EventuallyNil(t, 30*time.Second, func() error {
+			head, err := st.HeadPosition(context.Background())
+			if err != nil {
+				return err
+			}
+			for name, col := range map[string]*collector{"lead": lead, "trail": trail} {
+				got := col.snapshot()
+				if int64(len(got)) != head {
+					return fmt.Errorf("%s saw %d facts, want %d", name, len(got), head)
+				}
+			}
+			return nil
+		})
+		wantSequence(t, lead.snapshot(), 1, lead.snapshot()[len(lead.snapshot())-1])
+		wantSequence(t, trail.snapshot(), 1, trail.snapshot()[len(trail.snapshot())-1])
 	})
 }

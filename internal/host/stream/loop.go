@@ -24,9 +24,8 @@ type loop struct {
 
 // run calls step until ctx ends or idle returns true. step handles one
 // batch and returns how many facts it read; when it fails, failed is
-// called and step is retried after the backoff. After a batch shorter than
-// batchSize (the reader has caught up) idle, when set, is called; true
-// ends run. run reports whether idle ended it.
+// called and step is retried after the backoff. After every batch idle,
+// when set, is called; true ends run. run reports whether idle ended it.
 func (l loop) run(ctx context.Context, step func(context.Context) (int, error), failed func(), idle func(context.Context) bool) bool {
 	var (
 		wake      <-chan struct{}
@@ -67,11 +66,11 @@ func (l loop) run(ctx context.Context, step func(context.Context) (int, error), 
 			continue
 		}
 		fails.reset()
-		if n == l.batchSize {
-			continue // more may be waiting
-		}
 		if idle != nil && idle(ctx) {
 			return true
+		}
+		if n == l.batchSize {
+			continue // more may be waiting
 		}
 		wait := l.pollInterval
 		if wake == nil {

@@ -171,8 +171,8 @@ func (c *Consumer) start(ctx context.Context, log *slog.Logger) (int64, bool) {
 	return retry(ctx, log, "read checkpoint", from)
 }
 
-// follow reads and handles the facts after pos until ctx ends or, each
-// time it has caught up, caughtUp (when set) returns true. It returns the
+// follow reads and handles the facts after pos until ctx ends or, asked
+// after each batch, caughtUp (when set) returns true. It returns the
 // position reached and whether caughtUp ended it.
 func (c *Consumer) follow(ctx context.Context, log *slog.Logger, pos int64, caughtUp func(ctx context.Context, pos int64) bool) (int64, bool) {
 	l := loop{store: c.Store, batchSize: c.BatchSize, pollInterval: c.PollInterval, log: log}
