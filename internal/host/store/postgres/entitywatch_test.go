@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,80 +15,6 @@ import (
 	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
 )
-
-// recorder is an EntityWatcher that queues what it is told.
-type recorder struct {
-	events chan string
-	empty  atomic.Bool // what Empty answers
-
-	mu     sync.Mutex
-	inCall bool
-	t      *testing.T
-}
-
-func newRecorder(t *testing.T) *recorder {
-	return &recorder{events: make(chan string, 1000), t: t}
-}
-
-func (r *recorder) enter() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.inCall {
-		r.t.Error("the watcher was called while another call was running")
-	}
-	r.inCall = true
-}
-
-func (r *recorder) leave() {
-	r.mu.Lock()
-	r.inCall = false
-	r.mu.Unlock()
-}
-
-func (r *recorder) EntityChanged(tenantID, id string) {
-	r.enter()
-	defer r.leave()
-	r.events <- "changed " + tenantID + "/" + id
-}
-
-func (r *recorder) Empty() bool {
-	r.enter()
-	defer r.leave()
-	return r.empty.Load()
-}
-
-func (r *recorder) Resync(live bool) {
-	r.enter()
-	defer r.leave()
-	if live {
-		r.events <- "resync live"
-	} else {
-		r.events <- "resync down"
-	}
-}
-
-// next waits for the next event.
-func (r *recorder) next(t *testing.T, want string) {
-	t.Helper()
-	select {
-	case got := <-r.events:
-		if got != want {
-			t.Fatalf("watcher got %q, want %q", got, want)
-		}
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out after %v waiting for %q", waitLimit, want)
-	}
-}
-
-// quietFor checks that nothing arrives for a moment.
-func (r *recorder) quietFor(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case got := <-r.events:
-		t.Fatalf("watcher got %q, want nothing", got)
-	case <-time.After(d):
-	}
-}
 
 // TestWatchEntities: a watch on one store hears of every entity change
 // committed through another store on the same database: updates, state
@@ -105,7 +29,7 @@ func TestWatchEntities(t *testing.T) {
 	createEntity(t, b, "tnt_a", "ent_2")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_before")})
 
-	rec := newRecorder(t)
+	rec := testutil.NewWatchRecorder(t)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := a.WatchEntities(wctx, rec); err != nil {
@@ -113,14 +37,14 @@ func TestWatchEntities(t *testing.T) {
 	}
 	// Nothing before Resync(true); the fact appended before the watch
 	// started is not reported.
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 
 	// An update.
 	if _, err := b.UpdateEntity(ctx, store.EntityUpdate{TenantID: "tnt_a", ID: "ent_1", ExpectedVersion: 2,
 		Data: json.RawMessage(`{"name":"x"}`), UpdatedAt: 5}); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "changed tnt_a/ent_1")
+	rec.Next(t, "changed tnt_a/ent_1")
 
 	// A stale update and an update of a missing entity change nothing and
 	// announce nothing: the next event is the update after them.
@@ -139,24 +63,24 @@ func TestWatchEntities(t *testing.T) {
 	if err := b.SetEntityState(ctx, "tnt_a", "ent_2", json.RawMessage(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "changed tnt_a/ent_2")
+	rec.Next(t, "changed tnt_a/ent_2")
 
 	// Appended facts, through either store; an entity-less fact changes no
 	// entity, and an entity named by two facts of a batch is reported
 	// once.
 	appendFacts(t, b, store.Append{Fact: store.Fact{ID: "fct_loose", TenantID: "tnt_a", Type: "note", Timestamp: 1, CreatedAt: 1}})
 	appendFacts(t, a, store.Append{Fact: fact("tnt_a", "ent_2", "fct_1")}, store.Append{Fact: fact("tnt_a", "ent_2", "fct_2")})
-	rec.next(t, "changed tnt_a/ent_2")
+	rec.Next(t, "changed tnt_a/ent_2")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_3")})
-	rec.next(t, "changed tnt_a/ent_1")
-	rec.quietFor(t, 100*time.Millisecond)
+	rec.Next(t, "changed tnt_a/ent_1")
+	rec.QuietFor(t, 100*time.Millisecond)
 
 	// The watch ends with its context, with Resync(false), and hears
 	// nothing after.
 	cancel()
-	rec.next(t, "resync down")
+	rec.Next(t, "resync down")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_4")})
-	rec.quietFor(t, 200*time.Millisecond)
+	rec.QuietFor(t, 200*time.Millisecond)
 }
 
 // TestWatchEntitiesReconnects: when the listener connection dies, the watch
@@ -170,11 +94,11 @@ func TestWatchEntitiesReconnects(t *testing.T) {
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
 	createEntity(t, b, "tnt_a", "ent_1")
-	rec := newRecorder(t)
+	rec := testutil.NewWatchRecorder(t)
 	if err := a.WatchEntities(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -187,10 +111,10 @@ WHERE datname = current_database() AND query = 'LISTEN factline_facts'`).Scan(&k
 	if err != nil || killed != 1 {
 		t.Fatalf("terminated %d LISTEN connections, %v; want 1", killed, err)
 	}
-	rec.next(t, "resync down")
-	rec.next(t, "resync live")
+	rec.Next(t, "resync down")
+	rec.Next(t, "resync live")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
-	rec.next(t, "changed tnt_a/ent_1")
+	rec.Next(t, "changed tnt_a/ent_1")
 }
 
 // TestWatchEntitiesClose: closing the store ends its watches with
@@ -201,14 +125,14 @@ func TestWatchEntitiesClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorder(t)
+	rec := testutil.NewWatchRecorder(t)
 	if err := s.WatchEntities(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 	s.Close()
-	rec.next(t, "resync down")
-	if err := s.WatchEntities(t.Context(), newRecorder(t)); err == nil {
+	rec.Next(t, "resync down")
+	if err := s.WatchEntities(t.Context(), testutil.NewWatchRecorder(t)); err == nil {
 		t.Fatal("WatchEntities after Close succeeded")
 	}
 }
@@ -224,25 +148,25 @@ func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 	a := open(t, url, postgres.Options{Logger: quiet})
 	b := open(t, url, postgres.Options{Logger: quiet})
 	createEntity(t, b, "tnt_a", "ent_1")
-	rec := newRecorder(t)
-	rec.empty.Store(true)
+	rec := testutil.NewWatchRecorder(t)
+	rec.SetEmpty(true)
 	if err := a.WatchEntities(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 	if _, err := b.UpdateEntity(ctx, store.EntityUpdate{TenantID: "tnt_a", ID: "ent_1", ExpectedVersion: 2,
 		Data: json.RawMessage(`{}`), UpdatedAt: 5}); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "changed tnt_a/ent_1")
+	rec.Next(t, "changed tnt_a/ent_1")
 	// Holding something again: appends are reported by entity, from the
 	// first one after the last resync.
-	rec.empty.Store(false)
+	rec.SetEmpty(false)
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_2")})
-	rec.next(t, "changed tnt_a/ent_1")
-	rec.quietFor(t, 100*time.Millisecond)
+	rec.Next(t, "changed tnt_a/ent_1")
+	rec.QuietFor(t, 100*time.Millisecond)
 }
 
 // TestWatchEntitiesSilentConnection: when the path to the server stops
@@ -265,20 +189,20 @@ func TestWatchEntitiesSilentConnection(t *testing.T) {
 	a := open(t, u.String(), postgres.Options{Logger: quiet, ListenHeartbeat: 200 * time.Millisecond})
 	b := open(t, direct, postgres.Options{Logger: quiet})
 	createEntity(t, b, "tnt_a", "ent_1")
-	rec := newRecorder(t)
+	rec := testutil.NewWatchRecorder(t)
 	if err := a.WatchEntities(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 
 	px.Freeze()
 	start := time.Now()
-	rec.next(t, "resync down")
+	rec.Next(t, "resync down")
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("a silent connection went unnoticed for %v", took)
 	}
 	px.Thaw()
-	rec.next(t, "resync live")
+	rec.Next(t, "resync live")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
-	rec.next(t, "changed tnt_a/ent_1")
+	rec.Next(t, "changed tnt_a/ent_1")
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,75 +17,6 @@ import (
 
 // waitLimit bounds every wait for a watch to hear of a change.
 const waitLimit = 30 * time.Second
-
-// recorder is an EntityWatcher that queues what it is told.
-type recorder struct {
-	t      *testing.T
-	events chan string
-
-	mu     sync.Mutex
-	inCall bool
-}
-
-func newRecorder(t *testing.T) *recorder {
-	return &recorder{t: t, events: make(chan string, 10000)}
-}
-
-func (r *recorder) enter() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.inCall {
-		r.t.Error("the watcher was called while another call was running")
-	}
-	r.inCall = true
-}
-
-func (r *recorder) leave() {
-	r.mu.Lock()
-	r.inCall = false
-	r.mu.Unlock()
-}
-
-func (r *recorder) EntityChanged(tenantID, id string) {
-	r.enter()
-	defer r.leave()
-	r.events <- "changed " + tenantID + "/" + id
-}
-
-func (r *recorder) Resync(live bool) {
-	r.enter()
-	defer r.leave()
-	if live {
-		r.events <- "resync live"
-	} else {
-		r.events <- "resync down"
-	}
-}
-
-func (r *recorder) Empty() bool { return false }
-
-// next waits for the next event and checks it.
-func (r *recorder) next(t *testing.T, want string) {
-	t.Helper()
-	select {
-	case got := <-r.events:
-		if got != want {
-			t.Fatalf("watcher got %q, want %q", got, want)
-		}
-	case <-time.After(waitLimit):
-		t.Fatalf("watcher got nothing in %v, want %q", waitLimit, want)
-	}
-}
-
-// none checks that nothing is queued.
-func (r *recorder) none(t *testing.T, after string) {
-	t.Helper()
-	select {
-	case got := <-r.events:
-		t.Fatalf("after %s the watcher got %q, want nothing", after, got)
-	default:
-	}
-}
 
 func openAt(t *testing.T, path string) *sqlite.Store {
 	t.Helper()
@@ -130,17 +60,17 @@ func updateEntity(t *testing.T, s store.Store, id string, version int64) {
 func TestEntityWatchOwnWrites(t *testing.T) {
 	t.Parallel()
 	s := openAt(t, teststore.SQLite(t))
-	r := newRecorder(t)
+	r := testutil.NewWatchRecorder(t)
 	if err := s.WatchEntities(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	r.next(t, "resync live")
+	r.Next(t, "resync live")
 	ctx := t.Context()
 
 	createEntity(t, s, "e1")
-	r.next(t, "changed tnt/e1")
+	r.Next(t, "changed tnt/e1")
 	updateEntity(t, s, "e1", 1)
-	r.next(t, "changed tnt/e1")
+	r.Next(t, "changed tnt/e1")
 	res, err := s.AppendFacts(ctx, []store.Append{
 		{Fact: store.Fact{ID: "f1", TenantID: "tnt", EntityID: "e1", Type: "deposit", Data: json.RawMessage(`{}`)}},
 		{Fact: store.Fact{ID: "f2", TenantID: "tnt", EntityID: "e1", Type: "deposit", Data: json.RawMessage(`{}`)}},
@@ -148,14 +78,14 @@ func TestEntityWatchOwnWrites(t *testing.T) {
 	if err != nil || res[0].Err != nil || res[1].Err != nil {
 		t.Fatalf("AppendFacts: %v %v", err, res)
 	}
-	r.next(t, "changed tnt/e1")
+	r.Next(t, "changed tnt/e1")
 	if err := s.SetEntityState(ctx, "tnt", "e1", json.RawMessage(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	r.next(t, "changed tnt/e1")
+	r.Next(t, "changed tnt/e1")
 
 	settled(t, s)
-	r.none(t, "writes through the watched store")
+	r.None(t, "writes through the watched store")
 }
 
 // TestEntityWatchOtherStore: a write through another Store on the same
@@ -167,34 +97,34 @@ func TestEntityWatchOtherStore(t *testing.T) {
 	t.Parallel()
 	path := teststore.SQLite(t)
 	a, b := openAt(t, path), openAt(t, path)
-	r := newRecorder(t)
+	r := testutil.NewWatchRecorder(t)
 	if err := a.WatchEntities(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	r.next(t, "resync live")
+	r.Next(t, "resync live")
 	settled(t, a)
-	r.none(t, "no commit")
+	r.None(t, "no commit")
 
 	createEntity(t, b, "e1")
-	r.next(t, "resync live")
+	r.Next(t, "resync live")
 	settled(t, a)
-	r.none(t, "one resync")
+	r.None(t, "one resync")
 
 	updateEntity(t, b, "e1", 1)
-	r.next(t, "resync live")
+	r.Next(t, "resync live")
 
 	if err := b.SetCheckpoint(t.Context(), "c", 1); err != nil {
 		t.Fatal(err)
 	}
-	r.next(t, "resync live")
+	r.Next(t, "resync live")
 
 	// Writes through both, interleaved: a's are reported by entity, b's
 	// still found.
 	settled(t, a)
 	updateEntity(t, a, "e1", 2)
-	r.next(t, "changed tnt/e1")
+	r.Next(t, "changed tnt/e1")
 	updateEntity(t, b, "e1", 3)
-	r.next(t, "resync live")
+	r.Next(t, "resync live")
 }
 
 // TestEntityWatchEnds: a watch whose context ends, or whose Store closes,
@@ -205,28 +135,28 @@ func TestEntityWatchEnds(t *testing.T) {
 	s := openAt(t, path)
 
 	ctx, cancel := context.WithCancel(t.Context())
-	r1 := newRecorder(t)
+	r1 := testutil.NewWatchRecorder(t)
 	if err := s.WatchEntities(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
-	r1.next(t, "resync live")
+	r1.Next(t, "resync live")
 	cancel()
-	r1.next(t, "resync down")
+	r1.Next(t, "resync down")
 
-	r2 := newRecorder(t)
+	r2 := testutil.NewWatchRecorder(t)
 	if err := s.WatchEntities(t.Context(), r2); err != nil {
 		t.Fatal(err)
 	}
-	r2.next(t, "resync live")
+	r2.Next(t, "resync live")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r2.next(t, "resync down")
+	r2.Next(t, "resync down")
 	createEntity(t, openAt(t, path), "e1")
-	r1.none(t, "the end of the watch")
-	r2.none(t, "the close of the store")
+	r1.None(t, "the end of the watch")
+	r2.None(t, "the close of the store")
 
-	if err := s.WatchEntities(t.Context(), newRecorder(t)); err == nil {
+	if err := s.WatchEntities(t.Context(), testutil.NewWatchRecorder(t)); err == nil {
 		t.Fatal("WatchEntities on a closed store succeeded")
 	}
 }
