@@ -25,7 +25,6 @@ import (
 // until both loads are inside it at once: loaded one after another, they
 // never are.
 func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
-	ctx := t.Context()
 	mods, cacheDir := guests(t, "ledger", "notify")
 	st := teststore.Open(t, "sqlite")
 
@@ -58,15 +57,7 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 		return nil
 	}
 	m := newManager(t, st, cacheDir, "", check)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Stop(context.Background()) })
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := m.WaitLoaded(wctx); err != nil {
-		t.Fatalf("plugins not loaded: %v", err)
-	}
+	startLoaded(t, m)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(waited) > 0 {
@@ -84,7 +75,6 @@ func TestRestartLoadsActivePluginsSideBySide(t *testing.T) {
 // (the others would only compete for the CPU with the loads readiness
 // waits for); once all are loaded, every pool fills.
 func TestStartFillsPoolsOnceEveryPluginLoaded(t *testing.T) {
-	ctx := t.Context()
 	mods, cacheDir := guests(t, "ledger", "notify")
 	st := teststore.Open(t, "sqlite")
 	installAll(t, newManager(t, st, cacheDir, "", nil), []string{"ledger", "notify"}, mods)
@@ -101,15 +91,7 @@ func TestStartFillsPoolsOnceEveryPluginLoaded(t *testing.T) {
 		return nil
 	}
 	m = newManager(t, st, cacheDir, "", check)
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Stop(context.Background()) })
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := m.WaitLoaded(wctx); err != nil {
-		t.Fatalf("plugins not loaded: %v", err)
-	}
+	startLoaded(t, m)
 	mu.Lock()
 	if len(held) != 2 || !held[0] || !held[1] {
 		t.Errorf("pool filling held during each start-up load: %v, want [true true]", held)
@@ -232,15 +214,7 @@ func TestRestartTakesActiveVersionsFromLocalCopies(t *testing.T) {
 			}
 			st.reads.Store(0)
 			m := newManagerOpts(t, st, cacheDir, pluginhost.Options{Dir: dir, Builtin: builtin})
-			if err := m.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Stop(context.Background()) })
-			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			defer cancel()
-			if err := m.WaitLoaded(wctx); err != nil {
-				t.Fatalf("plugins not loaded: %v", err)
-			}
+			startLoaded(t, m)
 			if p, ok := m.Registry().Get("ledger"); !ok || p.SHA256() != sha256Hex(mods[0]) {
 				t.Fatalf("ledger not loaded at the active version after the restart")
 			}
@@ -289,6 +263,21 @@ func installAll(t *testing.T, m *pluginhost.Manager, names []string, mods [][]by
 		if _, err := m.Install(t.Context(), name, mods[i]); err != nil {
 			t.Fatalf("install %s: %v", name, err)
 		}
+	}
+}
+
+// startLoaded starts m, stopped when t ends, and waits up to 2 minutes
+// for its start-up plugins to load.
+func startLoaded(t *testing.T, m *pluginhost.Manager) {
+	t.Helper()
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	wctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := m.WaitLoaded(wctx); err != nil {
+		t.Fatalf("plugins not loaded: %v", err)
 	}
 }
 
