@@ -75,6 +75,10 @@ func (p *Plugin) Description() abi.Description {
 	return d
 }
 
+// Kind is the plugin's kind (abi.KindLedger or abi.KindSubscription),
+// without the copy Description makes: it is asked on every request.
+func (p *Plugin) Kind() string { return p.desc.Kind }
+
 // SHA256 is the hex SHA-256 of the module's bytes.
 func (p *Plugin) SHA256() string { return p.sha }
 

@@ -387,7 +387,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		}
 		aw := a.awaited.Load()
 		return aw != nil && (*aw)[name]
-	}}
+	}, Commands: &pluginhost.CommandCache{}}
 	a.ledgers = ledgers
 	var names []string
 	for _, t := range domain.Entities {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -25,6 +26,8 @@ type Ledgers struct {
 	// entity types answer 503 until then instead of running without
 	// their rules.
 	Loading func(name string) bool
+	// Commands, when set, keeps the plugins' command lists across calls.
+	Commands *CommandCache
 }
 
 var _ ledger.Registry = Ledgers{}
@@ -34,7 +37,7 @@ func (l Ledgers) Ledger(name string) (ledger.Ledger, bool) {
 	if b, ok := l.Builtin.Ledger(name); ok {
 		return b, true
 	}
-	return &pluginLedger{name: name, reg: l.Registry, fallback: ledger.Generic{}, loading: l.Loading}, true
+	return &pluginLedger{name: name, reg: l.Registry, fallback: ledger.Generic{}, loading: l.Loading, specs: l.Commands}, true
 }
 
 // Missing lists the names of a set of ledger names that are neither
@@ -90,6 +93,22 @@ type pluginLedger struct {
 	reg      *wasm.Registry
 	fallback ledger.Ledger
 	loading  func(string) bool
+
+	specs *CommandCache // nil: commands are listed on every call
+}
+
+// CommandCache keeps, per ledger plugin name, the commands of the version
+// loaded now: every command request looks its route up in them, and
+// listing them copies the plugin's description. The zero value is ready
+// to use; an entry is replaced when a new version is loaded.
+type CommandCache struct {
+	byName sync.Map // plugin name -> *commandSpecs
+}
+
+// commandSpecs are the commands one loaded plugin version serves.
+type commandSpecs struct {
+	plugin *wasm.Plugin
+	list   []ledger.CommandSpec
 }
 
 // errLoading is answered while the plugin is still loading at start-up.
@@ -106,7 +125,7 @@ var (
 
 func (l *pluginLedger) current() (*wasm.Plugin, bool) {
 	p, ok := l.reg.Get(l.name)
-	if !ok || p.Description().Kind != abi.KindLedger {
+	if !ok || p.Kind() != abi.KindLedger {
 		return nil, false
 	}
 	return p, true
@@ -120,16 +139,26 @@ func (l *pluginLedger) StateDependent() bool {
 	return ok
 }
 
+// Commands lists the current version's commands. The list is built once
+// per loaded version and shared: callers must not modify it.
 func (l *pluginLedger) Commands() []ledger.CommandSpec {
 	p, ok := l.current()
 	if !ok {
 		return nil
+	}
+	if l.specs != nil {
+		if c, ok := l.specs.byName.Load(l.name); ok && c.(*commandSpecs).plugin == p {
+			return c.(*commandSpecs).list
+		}
 	}
 	cmds := p.Description().Commands
 	out := make([]ledger.CommandSpec, 0, len(cmds))
 	for _, c := range cmds {
 		out = append(out, ledger.CommandSpec{Name: c.Name, Method: c.Method, Path: c.Path, ReadOnly: c.ReadOnly, Emits: c.Emits, Description: c.Description,
 			InputSchema: c.InputSchema, ResultSchema: c.ResultSchema})
+	}
+	if l.specs != nil {
+		l.specs.byName.Store(l.name, &commandSpecs{plugin: p, list: out})
 	}
 	return out
 }

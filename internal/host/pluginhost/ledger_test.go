@@ -1,0 +1,65 @@
+package pluginhost_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/pluginhost"
+	"github.com/factline/factline/internal/host/wasm/wasmtest"
+	"github.com/factline/factline/internal/teststore"
+)
+
+// TestCommandsListedOncePerLoadedVersion: every command request looks its
+// route up in the ledger's commands, so Ledgers with a CommandCache lists
+// a loaded version's commands once and answers the same list after that,
+// without copying the plugin's description; a new version is listed anew.
+func TestCommandsListedOncePerLoadedVersion(t *testing.T) {
+	paths, err := wasmtest.Build(t.Context(), wasmtest.Guest{Name: "ledger"},
+		wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
+	if err := wasmtest.Precompile(t.Context(), cacheDir, true, paths...); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := wasmtest.Read(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, teststore.Open(t, "sqlite"), cacheDir, "", nil)
+	installAll(t, m, []string{"ledger"}, mods[:1])
+
+	ledgers := pluginhost.Ledgers{Registry: m.Registry(), Commands: &pluginhost.CommandCache{}}
+	commands := func() []ledger.CommandSpec {
+		l, _ := ledgers.Ledger("ledger")
+		return l.(ledger.Commander).Commands()
+	}
+	first := commands()
+	if len(first) == 0 {
+		t.Fatal("the ledger guest lists no commands")
+	}
+	if again := commands(); &again[0] != &first[0] {
+		t.Error("a second request listed the same version's commands again")
+	}
+	// One allocation is the per-request ledger value itself.
+	if n := testing.AllocsPerRun(100, func() { _ = commands() }); n > 1 {
+		t.Errorf("listing a loaded version's commands allocates %.0f times per request, want at most 1", n)
+	}
+
+	// Every write asks whether the ledger's decisions read state; the
+	// answer must not copy the description either.
+	if n := testing.AllocsPerRun(100, func() {
+		l, _ := ledgers.Ledger("ledger")
+		_ = l.StateDependent()
+	}); n > 1 {
+		t.Errorf("asking a loaded ledger whether it is state dependent allocates %.0f times per request, want at most 1", n)
+	}
+
+	installAll(t, m, []string{"ledger"}, mods[1:])
+	if swapped := commands(); &swapped[0] == &first[0] {
+		t.Error("after version 2.0.0 was installed, the commands of the version before it were answered")
+	}
+}
