@@ -38,8 +38,8 @@ type Options struct {
 // Store is the SQLite implementation of [store.Store]. It is safe for
 // concurrent use.
 type Store struct {
-	w      *sql.DB // single connection, BEGIN IMMEDIATE: the only writer
-	r      *sql.DB // query-only connections for reads
+	w      *sql.DB   // single connection, BEGIN IMMEDIATE: the only writer
+	r      *readPool // query-only connections for reads, with their statements
 	hooks  store.Hooks
 	logger *slog.Logger
 	facts  *broadcaster
@@ -111,7 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	return &Store{
 		w:      w,
-		r:      r,
+		r:      newReadPool(r),
 		hooks:  opts.Hooks,
 		logger: logger,
 		facts:  newBroadcaster(),
