@@ -616,13 +616,14 @@ func intoPath(rng *rand.Rand, r wireReq, junk string) wireReq {
 // mutation class (each a subtest) from a seeded generator, plus the valid
 // requests themselves. Set FACTLINE_HTTPFUZZ_SEED to replay another seed.
 func TestHTTPFuzzWriteEndpoints(t *testing.T) {
-	// Beside one other test at most (-parallel is the core count); its
-	// backends run one after the other, each request within answerBound.
+	// Its backends are two parallel tests (-parallel is the core count);
+	// answerBound leaves room for a request that waits on the other.
 	t.Parallel()
 	const perClass = 40
 	t.Logf("seed %d", fuzzSeed)
 	for _, backend := range teststore.Backends {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			ft := startFuzzTarget(t, backend, location(t, backend))
 			t.Run("valid", func(t *testing.T) {
 				for i, ep := range endpoints {
