@@ -99,11 +99,7 @@ func (r *fanReport) markdown() string {
 	e := r.Env
 	w("## Webhook fan-out (one fact type, 200 configs, 200 HTTPS endpoints, Postgres)\n\n")
 	w("Written by `TestWebhookFanOut` (`bash bench/run.sh -run TestWebhookFanOut`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 UTC"))
-	w("| Machine | |\n|---|---|\n")
-	w("| Kernel | `%s` |\n", e.Uname)
-	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Memory | %s |\n", e.MemTotal)
-	w("| Go | %s |\n", e.GoVersion)
+	w("%s", e.machineRows())
 	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable) on 127.0.0.1: fsync=%s, synchronous_commit=%s |\n\n",
 		e.PGVersion, e.Setting("fsync"), e.Setting("synchronous_commit"))
 	if r.Window < 60*time.Second {
@@ -164,14 +160,7 @@ func (r *fanReport) markdown() string {
 // the receivers' own ceiling in the same run.
 func TestWebhookFanOut(t *testing.T) {
 	ctx := context.Background()
-	window := 60 * time.Second
-	if s := os.Getenv("BENCH_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("BENCH_DURATION=%q", s)
-		}
-		window = d
-	}
+	window := benchWindow(t, 60*time.Second)
 	rc := startWhReceiverN(t, fanEndpoints, true)
 	db := newWhDBTriggers(t, ctx, rc, func(int) string { return fanTrigger })
 	env, err := collectEnv(ctx, db.url, t.TempDir())

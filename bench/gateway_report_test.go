@@ -91,11 +91,7 @@ func (r *gwReport) markdown() string {
 
 	w("## Gateway throughput (authenticated, rate-limited GET; Postgres + Redis; wrk)\n\n")
 	w("Written by `TestGatewayThroughput` (`bash bench/run.sh`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 MST"))
-	w("| Machine | |\n|---|---|\n")
-	w("| Kernel | `%s` |\n", e.Uname)
-	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Memory | %s |\n", e.MemTotal)
-	w("| Go | %s |\n", e.GoVersion)
+	w("%s", e.machineRows())
 	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable) on 127.0.0.1, fsync=%s, synchronous_commit=%s, shared_buffers=%s |\n",
 		e.PGVersion, e.Setting("fsync"), e.Setting("synchronous_commit"), e.Setting("shared_buffers"))
 	w("| Redis | %s, a local throwaway server (testutil.Redis) on 127.0.0.1 |\n", r.RedisVersion)

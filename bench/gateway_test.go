@@ -315,17 +315,14 @@ type factlineProcess struct {
 	logPath string
 }
 
-var listeningRe = regexp.MustCompile(`listening on (http://\S+)`)
-
-// startFactlineProcess starts bin with args (which must listen on
-// 127.0.0.1:0), waits for its "listening on" line and /health, and stops it
-// with SIGTERM when the test ends. Its stderr (the JSON request log, at the
-// default level) goes to a file.
-func startFactlineProcess(t *testing.T, bin, dir string, args []string) *factlineProcess {
+// launchFactline starts bin with args in dir, its stdout in
+// factline.stdout and its stderr in factline.log. exited receives the
+// process's exit; stop sends SIGTERM and waits up to a minute for it
+// (then kills it), failing t if it does not exit cleanly.
+func launchFactline(t *testing.T, bin, dir string, args []string) (cmd *exec.Cmd, exited chan error, stop func(), logPath string) {
 	t.Helper()
-	outPath := filepath.Join(dir, "factline.stdout")
-	logPath := filepath.Join(dir, "factline.log")
-	stdout, err := os.Create(outPath)
+	logPath = filepath.Join(dir, "factline.log")
+	stdout, err := os.Create(filepath.Join(dir, "factline.stdout"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,14 +332,14 @@ func startFactlineProcess(t *testing.T, bin, dir string, args []string) *factlin
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, args...)
+	cmd = exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = stdout, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start factline: %v", err)
 	}
-	exited := make(chan error, 1)
+	exited = make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-exited:
@@ -354,12 +351,25 @@ func startFactlineProcess(t *testing.T, bin, dir string, args []string) *factlin
 			<-exited
 			t.Errorf("factline serve did not stop within a minute of SIGTERM")
 		}
-	})
+	}
+	return cmd, exited, stop, logPath
+}
+
+var listeningRe = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startFactlineProcess starts bin with args (which must listen on
+// 127.0.0.1:0), waits for its "listening on" line and /health, and stops it
+// with SIGTERM when the test ends. Its stderr (the JSON request log, at the
+// default level) goes to a file.
+func startFactlineProcess(t *testing.T, bin, dir string, args []string) *factlineProcess {
+	t.Helper()
+	cmd, exited, stop, logPath := launchFactline(t, bin, dir, args)
+	t.Cleanup(stop)
 
 	deadline := time.Now().Add(time.Minute)
 	var base string
 	for base == "" {
-		b, _ := os.ReadFile(outPath)
+		b, _ := os.ReadFile(filepath.Join(dir, "factline.stdout"))
 		if m := listeningRe.FindSubmatch(b); m != nil {
 			base = string(m[1])
 			break
@@ -425,30 +435,17 @@ type routeProbe struct {
 // the RateLimit headers of the configured limit.
 func probeRoute(t *testing.T, target, key string) *routeProbe {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, target, nil)
-	if err != nil {
-		t.Fatal(err)
+	status, b, hdr := getOnce(t, target, key)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: status %d: %s", target, status, b)
 	}
-	req.Header.Set("X-API-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", target, err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatalf("GET %s: read body: %v", target, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: status %d: %s", target, resp.StatusCode, b)
-	}
-	p := &routeProbe{Body: b, ContentType: resp.Header.Get("Content-Type"),
-		Limit: resp.Header.Get("RateLimit-Limit"), Remaining: resp.Header.Get("RateLimit-Remaining"), Reset: resp.Header.Get("RateLimit-Reset")}
+	p := &routeProbe{Body: b, ContentType: hdr.Get("Content-Type"),
+		Limit: hdr.Get("RateLimit-Limit"), Remaining: hdr.Get("RateLimit-Remaining"), Reset: hdr.Get("RateLimit-Reset")}
 	if !bytes.Contains(b, []byte(`"`+gwEntity+`"`)) {
 		t.Errorf("GET %s: body does not name the account: %s", target, b)
 	}
 	if _, err := strconv.Atoi(p.Remaining); err != nil {
-		t.Errorf("GET %s: RateLimit-Remaining header %q missing or not a number (headers %v)", target, p.Remaining, resp.Header)
+		t.Errorf("GET %s: RateLimit-Remaining header %q missing or not a number (headers %v)", target, p.Remaining, hdr)
 	}
 	if p.Limit != strconv.Itoa(gwRPM) {
 		t.Errorf("GET %s: RateLimit-Limit = %q, want %d", target, p.Limit, gwRPM)

@@ -394,10 +394,7 @@ func (r *mpReport) markdown() string {
 	e := r.Env
 	w("## Many projections (100 configs on the shared reader; Postgres + Redis)\n\n")
 	w("Written by `TestManyProjections` (`bash bench/run.sh`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 MST"))
-	w("| Machine | |\n|---|---|\n")
-	w("| Kernel | `%s` |\n", e.Uname)
-	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Go | %s |\n", e.GoVersion)
+	w("%s", e.machineRows())
 	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable), fsync=%s, synchronous_commit=%s |\n\n",
 		e.PGVersion, e.Setting("fsync"), e.Setting("synchronous_commit"))
 	w("Server: the `factline` binary of this tree as its own process: `factline serve --database-url … --redis-url … " +

@@ -462,11 +462,7 @@ func (r *rtReport) markdown(base *rtRun) string {
 	e := r.Env
 	w("## %s\n\n", r.Title)
 	w("Written by `%s` (`bash bench/run.sh`) on %s.\n\n", r.Test, e.Date.Format("2006-01-02 15:04 MST"))
-	w("| Machine | |\n|---|---|\n")
-	w("| Kernel | `%s` |\n", e.Uname)
-	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Memory | %s |\n", e.MemTotal)
-	w("| Go | %s |\n", e.GoVersion)
+	w("%s", e.machineRows())
 	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable), fsync=%s, synchronous_commit=%s, shared_buffers=%s |\n",
 		e.PGVersion, e.Setting("fsync"), e.Setting("synchronous_commit"), e.Setting("shared_buffers"))
 	w("\n")

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -274,11 +275,7 @@ func (r *appendReport) markdown() string {
 
 	w("## Fact appends (HTTP, Postgres)\n\n")
 	w("Written by `TestFactAppends` (`bash bench/run.sh`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 MST"))
-	w("| Machine | |\n|---|---|\n")
-	w("| Kernel | `%s` |\n", e.Uname)
-	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Memory | %s |\n", fmtMem(e.MemTotal))
-	w("| Go | %s |\n", e.GoVersion)
+	w("%s", e.machineRows())
 	var set []string
 	for _, kv := range e.settings {
 		set = append(set, kv[0]+"="+kv[1])
@@ -428,6 +425,28 @@ func (r *appendReport) markdown() string {
 }
 
 // fmtMem renders a /proc/meminfo "N kB" value in GiB.
+// benchWindow is the measured window: BENCH_DURATION when set (a trial
+// run), else def.
+func benchWindow(t *testing.T, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv("BENCH_DURATION")
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("BENCH_DURATION=%q: want a positive Go duration", s)
+	}
+	return d
+}
+
+// machineRows is the head of a section's machine table: kernel, CPU,
+// memory and Go. The section adds the rows of the servers it ran.
+func (e *benchEnv) machineRows() string {
+	return fmt.Sprintf("| Machine | |\n|---|---|\n| Kernel | `%s` |\n| CPU | %s, %d cores (GOMAXPROCS %d) |\n| Memory | %s |\n| Go | %s |\n",
+		e.Uname, e.CPUModel, e.Cores, e.GOMAXPROCS, fmtMem(e.MemTotal), e.GoVersion)
+}
+
 func fmtMem(v string) string {
 	n, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
 	if err != nil {

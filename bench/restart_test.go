@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,38 +55,8 @@ func (r *restartRun) max() time.Duration { return slices.Max(r.Ready) }
 // the first 200 of /ready and the CPU time the process had used by then.
 func timeToReady(t *testing.T, bin, dir string, args []string) (time.Duration, time.Duration) {
 	t.Helper()
-	outPath, logPath := filepath.Join(dir, "factline.stdout"), filepath.Join(dir, "factline.log")
-	stdout, err := os.Create(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = stdout, logf
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start factline: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("factline serve exited with %v", err)
-			}
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("factline serve did not stop within a minute of SIGTERM")
-		}
-	}
+	cmd, exited, stop, logPath := launchFactline(t, bin, dir, args)
 	defer stop()
 
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -101,7 +70,7 @@ func timeToReady(t *testing.T, bin, dir string, args []string) (time.Duration, t
 		default:
 		}
 		if base == "" {
-			b, _ := os.ReadFile(outPath)
+			b, _ := os.ReadFile(filepath.Join(dir, "factline.stdout"))
 			if m := listeningRe.FindSubmatch(b); m != nil {
 				base = string(m[1])
 			}

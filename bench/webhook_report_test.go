@@ -81,11 +81,7 @@ func (r *whReport) markdown() string {
 	e := r.Env
 	w("## Webhook delivery (outbox to 64 HTTPS endpoints, Postgres)\n\n")
 	w("Written by `TestWebhookDelivery` (`bash bench/run.sh -run TestWebhookDelivery`) on %s.\n\n", e.Date.Format("2006-01-02 15:04 UTC"))
-	w("| Machine | |\n|---|---|\n")
-	w("| Kernel | `%s` |\n", e.Uname)
-	w("| CPU | %s, %d cores (GOMAXPROCS %d) |\n", e.CPUModel, e.Cores, e.GOMAXPROCS)
-	w("| Memory | %s |\n", e.MemTotal)
-	w("| Go | %s |\n", e.GoVersion)
+	w("%s", e.machineRows())
 	w("| PostgreSQL | %s, a local throwaway server (testutil.PostgresDurable) on 127.0.0.1: fsync=%s, synchronous_commit=%s |\n\n",
 		e.PGVersion, e.Setting("fsync"), e.Setting("synchronous_commit"))
 	w("Setup: one tenant with 64 webhook configs (retry backoff 1 s, at most 5 s: only the SIGKILL scenario retries), " +

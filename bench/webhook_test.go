@@ -399,14 +399,7 @@ func (r *whReconcile) ok(n int) bool {
 // reconciliation.
 func TestWebhookDelivery(t *testing.T) {
 	ctx := context.Background()
-	window := 60 * time.Second
-	if s := os.Getenv("BENCH_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			t.Fatalf("BENCH_DURATION=%q", s)
-		}
-		window = d
-	}
+	window := benchWindow(t, 60*time.Second)
 	rc := startWhReceiver(t)
 	db := newWhDB(t, ctx, rc)
 	env, err := collectEnv(ctx, db.url, t.TempDir())
