@@ -155,22 +155,32 @@ func BenchmarkCallDeadline(b *testing.B) {
 }
 
 // BenchmarkDepositCall is one ledger deposit through the pool, with the
-// CPU-time budget.
+// product's deadline (wazero's termination checks compiled into the guest
+// and the CPU-time budget) and, for comparison, without it
+// (Options.DisableDeadline, which no host ships): the difference is what
+// being able to stop a runaway guest costs every call.
 func BenchmarkDepositCall(b *testing.B) {
-	h, err := NewHost(Options{CacheDir: testCacheDir, PoolSize: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	p, err := h.Load(b.Context(), guests["ledger"])
-	if err != nil {
-		b.Fatal(err)
-	}
-	in := decideInput("deposit", `{"amount":"1.50"}`)
-	for b.Loop() {
-		if _, err := p.Decide(b.Context(), in); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name    string
+		disable bool
+	}{{"deadline", false}, {"no deadline", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			h, err := NewHost(Options{CacheDir: testCacheDir, PoolSize: 1, DisableDeadline: c.disable})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			p, err := h.Load(b.Context(), guests["ledger"])
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := decideInput("deposit", `{"amount":"1.50"}`)
+			for b.Loop() {
+				if _, err := p.Decide(b.Context(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
