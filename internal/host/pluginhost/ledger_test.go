@@ -1,8 +1,6 @@
 package pluginhost_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/factline/factline/internal/host/ledger"
@@ -16,19 +14,8 @@ import (
 // a loaded version's commands once and answers the same list after that,
 // without copying the plugin's description; a new version is listed anew.
 func TestCommandsListedOncePerLoadedVersion(t *testing.T) {
-	paths, err := wasmtest.Build(t.Context(), wasmtest.Guest{Name: "ledger"},
+	mods, cacheDir := buildGuests(t, wasmtest.Guest{Name: "ledger"},
 		wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cacheDir := filepath.Join(os.TempDir(), "factline-wasm-test-cache")
-	if err := wasmtest.Precompile(t.Context(), cacheDir, true, paths...); err != nil {
-		t.Fatal(err)
-	}
-	mods, err := wasmtest.Read(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := newManager(t, teststore.Open(t, "sqlite"), cacheDir, "", nil)
 	installAll(t, m, []string{"ledger"}, mods[:1])
 

@@ -240,6 +240,12 @@ func guests(t *testing.T, names ...string) ([][]byte, string) {
 	for i, n := range names {
 		gs[i] = wasmtest.Guest{Name: n}
 	}
+	return buildGuests(t, gs...)
+}
+
+// buildGuests is guests for builds that may set linker flags or tags.
+func buildGuests(t *testing.T, gs ...wasmtest.Guest) ([][]byte, string) {
+	t.Helper()
 	paths, err := wasmtest.Build(t.Context(), gs...)
 	if err != nil {
 		t.Fatal(err)
