@@ -143,6 +143,9 @@ func (r *fanReport) markdown() string {
 		"TLS sessions as the webhook client does), opened by the warm-up, so the window pays no handshakes. The service's "+
 		"deliveries share the cores with the receivers, the matcher and PostgreSQL, so 100%% is out of reach by construction.\n",
 		fanEndpoints)
+	w("\nThe webhook contract records every delivery as facts: a `webhook.triggered` fact when a fact matches a config and "+
+		"a `webhook.sent` fact per attempt. The offer is therefore also at least %s fact appends/s (each with its outbox "+
+		"row written and then updated), on the same cores as the receivers.\n", formatInt(2*fanRate*fanEndpoints))
 	w("\nCPU cores busy during the offer window: test process (service + receivers) %.2f, PostgreSQL %.2f, other processes %.2f, "+
 		"whole machine %.2f of %d. A batch of facts was at most %s behind its schedule.\n",
 		self, pg, max(0, busy-self-pg), busy, e.Cores, fmtLatency(r.Behind))
