@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -177,20 +176,10 @@ func TestWebhookFanOut(t *testing.T) {
 	db.waitConsumer(t, ctx)
 	base, conns0 := rc.total.Load(), rc.conns.Load()
 	cpu0 := whSampleCPU(mon.postmaster)
-	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopProfile := startBenchProfile(t)
 	start := time.Now()
 	rep.Offered, rep.Behind = whOffer(t, ctx, db, rc, window, fanRate, fanFacts)
-	if os.Getenv("BENCH_CPUPROFILE") != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	rep.CPU = whSampleCPU(mon.postmaster).sub(cpu0)
 	want := int64(rep.Offered * fanEndpoints)
 	deadline := time.Now().Add(2 * time.Minute)

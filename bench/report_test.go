@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -425,6 +426,29 @@ func (r *appendReport) markdown() string {
 }
 
 // fmtMem renders a /proc/meminfo "N kB" value in GiB.
+// startBenchProfile starts a CPU profile of the test process into the
+// file BENCH_CPUPROFILE names, if any; the returned func stops it.
+func startBenchProfile(t *testing.T) (stop func()) {
+	t.Helper()
+	path := os.Getenv("BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			t.Errorf("close the CPU profile: %v", err)
+		}
+	}
+}
+
 // benchWindow is the measured window: BENCH_DURATION when set (a trial
 // run), else def.
 func benchWindow(t *testing.T, def time.Duration) time.Duration {

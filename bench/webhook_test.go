@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -414,22 +413,12 @@ func TestWebhookDelivery(t *testing.T) {
 	rc.reset()
 	cpu0 := whSampleCPU(mon.postmaster)
 	tx0 := whXacts(t, ctx, db.pool)
-	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopProfile := startBenchProfile(t)
 	svc := db.service(t, rc, true, false)
 	start := time.Now()
 	db.waitDepth(t, ctx, func(p store.OutboxDepths) bool { return p.Pending == 0 }, 10*time.Minute)
 	rep.DrainTook = time.Since(start)
-	if os.Getenv("BENCH_CPUPROFILE") != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	rep.DrainCPU = whSampleCPU(mon.postmaster).sub(cpu0)
 	rep.DrainTx = whXacts(t, ctx, db.pool) - tx0
 	stopService(t, svc)
