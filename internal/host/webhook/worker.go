@@ -40,7 +40,7 @@ type deliverer struct {
 
 	freed   chan struct{} // capacity came back
 	kick    chan struct{} // re-plan the next wake-up
-	nextDue atomic.Int64  // earliest retry this process scheduled (ms), 0 none
+	retries retryTimes    // retries this process scheduled, not yet claimed at
 	changes chan *pendingChange
 	seq     atomic.Int64
 
@@ -118,6 +118,9 @@ func (d *deliverer) dispatch(ctx context.Context) {
 	var failures int
 	for ctx.Err() == nil {
 		at := d.s.clock.Now().UnixMilli()
+		// Dropped before the claim: a retry scheduled after this, even
+		// for a time the claim covers, stays noted and makes another pass.
+		d.retries.claimedAt(at)
 		n, asked, err := d.claimOnce(ctx, at)
 		if d.onClaim != nil {
 			d.onClaim(at, n)
@@ -150,7 +153,7 @@ func (d *deliverer) dispatch(ctx context.Context) {
 		}
 		now := d.s.clock.Now()
 		deadline := now.Add(d.s.opts.PollInterval)
-		if due := d.nextDue.Load(); due > 0 {
+		if due := d.retries.next(); due > 0 {
 			if t := time.UnixMilli(due); t.Before(deadline) {
 				deadline = t
 			}
@@ -160,9 +163,6 @@ func (d *deliverer) dispatch(ctx context.Context) {
 		case <-ctx.Done():
 		case <-wakeCh:
 		case <-until:
-			if due := d.nextDue.Load(); due > 0 && !time.UnixMilli(due).After(d.s.clock.Now()) {
-				d.nextDue.CompareAndSwap(due, 0)
-			}
 		case <-d.freed:
 		case <-d.kick:
 		}
@@ -574,15 +574,8 @@ func ptr[T any](v T) *T { return &v }
 
 // scheduled notes a retry time so the dispatcher wakes for it.
 func (d *deliverer) scheduled(at int64) {
-	for {
-		cur := d.nextDue.Load()
-		if cur != 0 && cur <= at {
-			return
-		}
-		if d.nextDue.CompareAndSwap(cur, at) {
-			notify(d.kick)
-			return
-		}
+	if d.retries.add(at) {
+		notify(d.kick)
 	}
 }
 
