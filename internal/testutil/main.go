@@ -85,13 +85,18 @@ func Main(m *testing.M, ignore ...goleak.Option) {
 
 // leakWait is how long goroutines may take to end after the tests:
 // fasthttp's idle-worker cleaner sees a server's Shutdown only when its
-// 10 s sleep ends.
+// 10 s sleep ends. FACTLINE_TESTUTIL_LEAK_WAIT (a duration) sets another
+// for a binary that leaks on purpose (TestMainFailsOnLeftGoroutines).
 const leakWait = 15 * time.Second
 
 // findLeaks polls goleak until no unexpected goroutine is left or
 // leakWait has passed.
 func findLeaks(opts []goleak.Option) error {
-	deadline := time.Now().Add(leakWait)
+	wait := leakWait
+	if d, err := time.ParseDuration(os.Getenv("FACTLINE_TESTUTIL_LEAK_WAIT")); err == nil {
+		wait = d
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		err := goleak.Find(opts...)
 		if err == nil || time.Now().After(deadline) {

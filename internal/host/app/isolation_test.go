@@ -225,7 +225,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d requests failed during the swaps: %v", failed.Load(), failures)
 	}
-	if rate < 200 && !raceEnabled {
+	if rate < 200 && !testutil.Race {
 		t.Errorf("load was %.0f requests/s, want at least 200", rate)
 	}
 	// The last swap installed 1.0.0; every request after it runs on it.
