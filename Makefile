@@ -39,13 +39,16 @@ TESTFLAGS := -vet=off -ldflags=-w
 # start services fail when goroutines outlive their tests (testutil.Main,
 # goleak), so that second is a second per package waited for nothing
 # (docs/decisions.md).
+NORACE_TESTS := ^(TestHotSwapUnderLoad|TestDistinctMillion|TestDeliveriesViewPagesTenThousand|TestDeliveriesListPagesTenThousand)$$
+NORACE_PKGS := ./internal/host/app ./internal/host/projection ./internal/host/console ./internal/host/webhook
+
 test: deps ## run the whole suite with the race detector, Postgres and Redis included
 	GORACE=atexit_sleep_ms=0 $(GO) test $(RACE) $(TESTFLAGS) -count=1 -timeout 30m $(PKGS)
 	@# What the race detector slows several times over is checked without
-	@# it: the hot-swap test's load floor (200 requests/s) and count_distinct
-	@# over a million values (testutil.Race).
-	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestHotSwapUnderLoad' ./internal/host/app
-	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run 'TestDistinctMillion' ./internal/host/projection
+	@# it (testutil.Race): the hot-swap test's load floor (200 requests/s),
+	@# count_distinct over a million values, and pages of 10,000 webhook
+	@# deliveries within 2 s.
+	$(GO) test $(TESTFLAGS) -count=1 -timeout 10m -run '$(NORACE_TESTS)' $(NORACE_PKGS)
 
 vet: ## go vet, golangci-lint (.golangci.yml), gofmt and go mod tidy checks
 	$(GO) vet $(PKGS)
