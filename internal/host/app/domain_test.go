@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,36 +165,25 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 	b := startLive(t, "postgres", pg, redis)
 	createAccount(a, "acct-1")
 
-	var ok, failed atomic.Int64
-	var lastFailure atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	deposit := map[string]any{"entity_id": "acct-1", "type": "deposit", "data": map[string]any{"amount": 1, "currency": "USD"}}
+	var loads []*load
 	for _, l := range []*live{a, b} {
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					code := l.status("POST", "/v1/facts", map[string]any{"entity_id": "acct-1", "type": "deposit", "data": map[string]any{"amount": 1, "currency": "USD"}})
-					if code == 201 {
-						ok.Add(1)
-					} else {
-						failed.Add(1)
-						lastFailure.Store(code)
-					}
-				}
-			}()
-		}
+		ld := startLoad(2, 201, func() int { return l.status("POST", "/v1/facts", deposit) })
+		defer ld.Stop()
+		loads = append(loads, ld)
 	}
+	count := func(f func(*load) int64) (n int64) {
+		for _, ld := range loads {
+			n += f(ld)
+		}
+		return n
+	}
+	ok := func() int64 { return count(func(ld *load) int64 { return ld.ok.Load() }) }
+	failed := func() int64 { return count(func(ld *load) int64 { return ld.failed.Load() }) }
 	// Load runs before the change too.
 	testutil.EventuallyNil(t, 30*time.Second, func() error {
-		if ok.Load() < 20 {
-			return fmt.Errorf("steady load not running: %d ok, %d failed", ok.Load(), failed.Load())
+		if ok() < 20 {
+			return fmt.Errorf("steady load not running: %d ok, %d failed", ok(), failed())
 		}
 		return nil
 	})
@@ -263,14 +250,15 @@ func TestEntityTypeAddedThroughOneProcessIsServedByAnother(t *testing.T) {
 		t.Fatalf("read command on process B: %d %v", code, body)
 	}
 	// Keep the load going a little past the change on both processes.
-	after := ok.Load() + 20
-	testutil.Eventually(t, 30*time.Second, "load past the change", func() bool { return ok.Load() >= after })
-	close(stop)
-	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d of %d requests on the existing type failed (last status %v)", failed.Load(), ok.Load()+failed.Load(), lastFailure.Load())
+	after := ok() + 20
+	testutil.Eventually(t, 30*time.Second, "load past the change", func() bool { return ok() >= after })
+	for _, ld := range loads {
+		ld.Stop()
 	}
-	t.Logf("%d requests on the existing type, none failed", ok.Load())
+	if failed() != 0 {
+		t.Fatalf("%d of %d requests on the existing type failed (statuses %v %v)", failed(), ok()+failed(), loads[0].Failures(), loads[1].Failures())
+	}
+	t.Logf("%d requests on the existing type, none failed", ok())
 }
 
 // TestDomainAdminAPI: installing, refusing, listing and removing domain
