@@ -237,7 +237,11 @@ func TestSoundPluginPassesOnABusyMachine(t *testing.T) {
 	opts.Calls = 200
 	var quit atomic.Bool
 	var wg sync.WaitGroup
-	for range 4 * runtime.GOMAXPROCS(0) {
+	// Twice as many spinners as Ps: a call gets about a third of a core,
+	// so it waits for one most of its wall time and would pass 100ms of
+	// wall time long before its CPU time. More spinners only make the
+	// test take longer.
+	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for n := 0; !quit.Load(); n++ {
 			}
