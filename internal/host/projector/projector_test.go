@@ -320,6 +320,38 @@ func TestTwoProcessesOneState(t *testing.T) {
 	}
 }
 
+// TestOlderVersionFromAnOverlappingSyncIsIgnored: a sync that listed the
+// configs before a newer version was applied (the background sync beside
+// a caller's Sync) does not put the older version back.
+func TestOlderVersionFromAnOverlappingSyncIsIgnored(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	createContact(t, st, "c1")
+	factSeq.Lock()
+	base := factSeq.n
+	factSeq.Unlock()
+	appendCalls(t, st, 20)
+	createConfig(t, st, "cfg_calls", 1)
+	first, err := st.GetConfig(context.Background(), tenant, "cfg_calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newService(t, st, projection.NewMemoryState())
+	waitConsistent(t, s, calls(base, 20))
+	next := putVersion(t, st, fmt.Sprintf(settings, 2))
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.ApplyConfig(context.Background(), first)
+	for _, st := range s.Statuses(tenant) {
+		if st.Version != next.Version {
+			t.Fatalf("after a stale apply of version %d: %+v, want version %d", first.Version, st, next.Version)
+		}
+	}
+	if after := query(t, s, "materialized", false); fmt.Sprint(after.meta["config_version"]) != fmt.Sprint(next.Version) {
+		t.Fatalf("after a stale apply of version %d: meta %v", first.Version, after.meta)
+	}
+}
+
 // TestStorageVersionChangeMigrates: a new version that changes only
 // storageVersion keeps the projection's cached state and migrates it (1 to
 // 2 and back), recording the migration facts; results do not change.

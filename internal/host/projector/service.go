@@ -324,7 +324,10 @@ func (s *Service) apply(ctx context.Context, c *store.Config) *tracked {
 	r := ref{c.TenantID, c.ID}
 	s.mu.Lock()
 	t := s.tracked[r]
-	if t != nil && t.current != nil && t.current.version == c.Version {
+	if t != nil && t.current != nil && t.current.version >= c.Version {
+		// The same version, or an older one from a list read before a
+		// newer version was applied (the background sync and a caller's
+		// Sync overlap): a projection never goes back a version.
 		s.mu.Unlock()
 		return t
 	}
