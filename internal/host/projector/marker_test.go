@@ -79,9 +79,7 @@ func TestLostStateRebuildsFromFirstFact(t *testing.T) {
 			defer st.Close()
 			ls := lostStateFor(t, backend)
 			createContact(t, st, "c1")
-			factSeq.Lock()
-			base := factSeq.n
-			factSeq.Unlock()
+			base := factsSoFar()
 			appendCalls(t, st, 300)
 			createConfig(t, st, "cfg_calls", 2)
 			s := newMarkedService(t, st, ls)

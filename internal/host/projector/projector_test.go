@@ -84,6 +84,14 @@ var factSeq struct {
 	n int
 }
 
+// factsSoFar is the number of call facts appendCalls has made, the base
+// of the next ones' sequence numbers.
+func factsSoFar() int {
+	factSeq.Lock()
+	defer factSeq.Unlock()
+	return factSeq.n
+}
+
 // appendCalls appends n call facts to c1, spread over 90 minutes, two
 // channels and 7 callers; every fifth is of another type.
 func appendCalls(t *testing.T, st store.Store, n int) {
@@ -247,9 +255,7 @@ func TestBackfillStreamRestartExactlyOnce(t *testing.T) {
 			defer st.Close()
 			state := stateFor(t, backend)
 			createContact(t, st, "c1")
-			factSeq.Lock()
-			base := factSeq.n
-			factSeq.Unlock()
+			base := factsSoFar()
 
 			appendCalls(t, st, 600)
 			createConfig(t, st, "cfg_calls", 2)
@@ -297,9 +303,7 @@ func TestTwoProcessesOneState(t *testing.T) {
 	defer st2.Close()
 	state := redisState(t)
 	createContact(t, st1, "c1")
-	factSeq.Lock()
-	base := factSeq.n
-	factSeq.Unlock()
+	base := factsSoFar()
 	createConfig(t, st1, "cfg_calls", 2)
 	s1, s2 := newService(t, st1, state), newService(t, st2, state)
 	var wg sync.WaitGroup
@@ -326,9 +330,7 @@ func TestTwoProcessesOneState(t *testing.T) {
 func TestOlderVersionFromAnOverlappingSyncIsIgnored(t *testing.T) {
 	st := teststore.Open(t, "sqlite")
 	createContact(t, st, "c1")
-	factSeq.Lock()
-	base := factSeq.n
-	factSeq.Unlock()
+	base := factsSoFar()
 	appendCalls(t, st, 20)
 	createConfig(t, st, "cfg_calls", 1)
 	first, err := st.GetConfig(context.Background(), tenant, "cfg_calls")
@@ -361,9 +363,7 @@ func TestStorageVersionChangeMigrates(t *testing.T) {
 			st := teststore.Open(t, backend)
 			state := stateFor(t, backend)
 			createContact(t, st, "c1")
-			factSeq.Lock()
-			base := factSeq.n
-			factSeq.Unlock()
+			base := factsSoFar()
 			appendCalls(t, st, 300)
 			createConfig(t, st, "cfg_calls", 1)
 			s := newService(t, st, state)
@@ -413,9 +413,7 @@ func TestLeftOverStateIsSwept(t *testing.T) {
 			state := stateFor(t, backend)
 			ctx := context.Background()
 			createContact(t, st, "c1")
-			factSeq.Lock()
-			base := factSeq.n
-			factSeq.Unlock()
+			base := factsSoFar()
 			appendCalls(t, st, 100)
 			createConfig(t, st, "cfg_calls", 2)
 			s1 := newService(t, st, state)
@@ -499,9 +497,7 @@ func TestSupersededStateKeptForGrace(t *testing.T) {
 	state := projection.NewMemoryState()
 	ctx := context.Background()
 	createContact(t, st, "c1")
-	factSeq.Lock()
-	base := factSeq.n
-	factSeq.Unlock()
+	base := factsSoFar()
 	appendCalls(t, st, 50)
 	createConfig(t, st, "cfg_calls", 2)
 	const grace = 3 * time.Second

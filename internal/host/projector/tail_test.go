@@ -78,9 +78,7 @@ func TestSharedTailReadsOnce(t *testing.T) {
 			base := teststore.Open(t, backend)
 			st := &readCounter{Store: base, reads: map[int64]int{}}
 			createContact(t, st, "c1")
-			factSeq.Lock()
-			start := factSeq.n
-			factSeq.Unlock()
+			start := factsSoFar()
 			appendCalls(t, st, 200)
 			names := []string{"p1", "p2", "p3", "p4"}
 			for _, n := range names {
@@ -171,9 +169,7 @@ func TestSharedTailFollowerFails(t *testing.T) {
 	rdb.AddHook(hook)
 	state := projection.NewRedisState(rdb).WithPrefix(fmt.Sprintf("tailfail%d:", time.Now().UnixNano()))
 	createContact(t, st, "c1")
-	factSeq.Lock()
-	start := factSeq.n
-	factSeq.Unlock()
+	start := factsSoFar()
 	appendCalls(t, st, 100)
 	names := []string{"f1", "f2", "f3"}
 	for _, n := range names {
@@ -212,9 +208,7 @@ func TestSharedTailFollowerFails(t *testing.T) {
 func TestSharedTailJoinBehind(t *testing.T) {
 	st := teststore.Open(t, "sqlite")
 	createContact(t, st, "c1")
-	factSeq.Lock()
-	start := factSeq.n
-	factSeq.Unlock()
+	start := factsSoFar()
 	appendCalls(t, st, 300)
 	createNamedConfig(t, st, "cfg_j1", "j1", 2)
 	s := newService(t, st, projection.NewMemoryState())
@@ -265,9 +259,7 @@ func TestSharedTailDecodesOnce(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			st := teststore.Open(t, backend)
 			createContact(t, st, "c1")
-			factSeq.Lock()
-			start := factSeq.n
-			factSeq.Unlock()
+			start := factsSoFar()
 			appendCalls(t, st, 50)
 			names := []string{"p1", "p2", "p3", "p4"}
 			for _, n := range names {
