@@ -222,6 +222,15 @@ func startCluster(replicas int, nodeTimeout time.Duration) (_ *RedisClusterServe
 		if ids[i], err = cl.Do(ctx, "cluster", "myid").Text(); err != nil {
 			return nil, fmt.Errorf("cluster myid of %s: %w", c.nodes[i].addr, err)
 		}
+		// Distinct config epochs from the start, as redis-cli --cluster
+		// create gives: left at 0, nodes settle them by collisions, and a
+		// replica can end up with its master's epoch. If that is also the
+		// cluster's highest, CLUSTER FAILOVER TAKEOVER claims the slots at
+		// an epoch no greater than the dead master's, and the other nodes
+		// never accept the claim.
+		if err := cl.Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
+			return nil, fmt.Errorf("cluster set-config-epoch on %s: %w", c.nodes[i].addr, err)
+		}
 	}
 	for i := 0; i < masters; i++ {
 		lo, hi := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
