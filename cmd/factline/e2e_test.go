@@ -29,12 +29,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "factline-bin-")
+	// Removed by testutil.Main, which exits the process: a defer here
+	// would never run.
+	dir, err := testutil.TempDir("factline-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "factline")
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build factline: %v\n%s", err, out)

@@ -143,6 +143,20 @@ func onStop(fn func() error) {
 	servers.stops = append(servers.stops, fn)
 }
 
+// TempDir creates a directory, named from prefix, under the temporary
+// directory for what a test binary's tests share (built plugins, a
+// compilation cache). Main removes it after the tests, or on a signal;
+// the binary must run through Main. t.TempDir is the one for a single
+// test's files.
+func TempDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", fmt.Errorf("testutil: %w", err)
+	}
+	onStop(func() error { return os.RemoveAll(dir) })
+	return dir, nil
+}
+
 // stopAll runs every registered stop function once, newest first.
 func stopAll() error {
 	servers.mu.Lock()

@@ -49,7 +49,7 @@ func repoPlugins(t testing.TB) map[string][]byte {
 			}
 			modules[filepath.Base(dir)] = b
 		}
-		if cacheDir, modulesErr = os.MkdirTemp("", "factline-app-wasm-cache-"); modulesErr != nil {
+		if cacheDir, modulesErr = testutil.TempDir("factline-app-wasm-cache-"); modulesErr != nil {
 			return
 		}
 		modulesErr = precompileInto(cacheDir, slices.Collect(maps.Values(modules))...)
