@@ -80,3 +80,31 @@ func TestDatabaseMaxConnsRejectsNegative(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// TestPluginInstances: --plugin-instances (here through its environment
+// variable) sets how many instances each loaded plugin keeps, as the
+// operator's plugin list shows.
+func TestPluginInstances(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	op, stderr, code := cli(t, nil, "keys", "create", "--tenant", "operator", "--mode", "admin", "--data-dir", dir)
+	if code != 0 {
+		t.Fatalf("keys create: %d %s", code, stderr)
+	}
+	s := startProcessEnv(t, []string{"FACTLINE_PLUGIN_INSTANCES=3"}, []string{"serve", "--addr", "127.0.0.1:0",
+		"--domain", domainManifest(t), "--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache, "--data-dir", dir})
+	defer s.stop(t)
+	s.waitReady(t)
+	code, body := s.do(t, "GET", "/v1/admin/plugins", strings.TrimSpace(op), "")
+	items, _ := data(body)["items"].([]any)
+	if code != 200 || len(items) == 0 {
+		t.Fatalf("GET /v1/admin/plugins: %d %v", code, body)
+	}
+	for _, it := range items {
+		p, _ := it.(map[string]any)
+		stats, _ := p["stats"].(map[string]any)
+		if stats["instances"] != float64(3) {
+			t.Errorf("%v %v: %v instances, want 3", p["name"], p["version"], stats["instances"])
+		}
+	}
+}

@@ -48,6 +48,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	operator := fs.String("operator-tenant", "operator", "tenant whose admin keys may install and roll back plugins")
 	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "CPU-time budget of one plugin call (stopped after 10 times it in wall time)")
 	pluginMemory := fs.Int("plugin-memory-mib", 64, "memory cap of one plugin instance, in MiB")
+	pluginInstances := fs.Int("plugin-instances", 0, "instances of each loaded plugin serving calls side by side, 1 to 1024; 0: 2 per GOMAXPROCS")
 	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
 	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -60,6 +61,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *dbMaxConns < 0 || *dbMaxConns > math.MaxInt32 {
 		return usageErr("--database-max-conns must be 0 (automatic) or a positive number, got %d", *dbMaxConns)
+	}
+	if *pluginInstances < 0 || *pluginInstances > 1024 {
+		return usageErr("--plugin-instances must be 0 (2 per GOMAXPROCS) or 1 to 1024, got %d", *pluginInstances)
 	}
 	if *pprof && *metricsAddr == "" {
 		return usageErr("--pprof requires --metrics-addr: profiles are never served on the API address")
@@ -81,7 +85,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Domains: domains, Manifest: *gatewayManifest, Watch: *watch, RateLimitFailOpen: *failOpen,
 		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
-		DocsURL: *docsURL, BodyLimit: *bodyLimit, Logger: logger,
+		PluginInstances: *pluginInstances,
+		DocsURL:         *docsURL, BodyLimit: *bodyLimit, Logger: logger,
 		SkipMigrations: !*migrate, MetricsAddr: *metricsAddr, Pprof: *pprof,
 	})
 	if err != nil {

@@ -89,6 +89,10 @@ type Config struct {
 	// 100 ms of CPU time, see wasm.Options.CallTimeout, and 64 MiB).
 	PluginTimeout   time.Duration
 	PluginMemoryMiB int
+	// PluginInstances is how many instances of each loaded plugin version
+	// serve calls side by side (default 2 per GOMAXPROCS); each one holds
+	// its own memory, up to PluginMemoryMiB.
+	PluginInstances int
 	// BuiltinPlugins replaces the plugins built into the binary (tests).
 	BuiltinPlugins map[string][]byte
 	// OperatorTenant's admin keys manage plugins (default "operator").
@@ -353,6 +357,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		CacheDir:       cfg.PluginCacheDir,
 		MemoryLimitMiB: cfg.PluginMemoryMiB,
 		CallTimeout:    cfg.PluginTimeout,
+		PoolSize:       cfg.PluginInstances,
 		Logger:         cfg.Logger,
 		Registerer:     a.Registry,
 	})

@@ -78,6 +78,7 @@ func TestMisbehavingPluginsFailOnlyTheirOwnRequests(t *testing.T) {
 				c.Domains, c.BuiltinPlugins = []string{domain}, mods
 				c.PluginTimeout = 200 * time.Millisecond
 				c.PluginMemoryMiB = 32
+				c.PluginInstances = 0 // the default pool, 2 per GOMAXPROCS
 			})
 			createAccount(l, "acct-1")
 			if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "thing", "id": "t1"}); code != 201 {
@@ -139,7 +140,10 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	t.Parallel()
 	// The deadline is generous: this test is about the swap, and the race
 	// detector and a busy machine slow every call down.
-	l := startLive(t, "sqlite", t.TempDir(), func(c *app.Config) { c.PluginTimeout = 2 * time.Second })
+	l := startLive(t, "sqlite", t.TempDir(), func(c *app.Config) {
+		c.PluginTimeout = 2 * time.Second
+		c.PluginInstances = 0 // the default pool: versions swap under calls side by side
+	})
 	v1 := repoPlugins(t)["account"]
 	v2 := buildVersion(t, "../../../plugins/account", "2.0.0")
 	createAccount(l, "acct-1")

@@ -106,8 +106,12 @@ func startLive(t testing.TB, backend, location string, tweaks ...func(*app.Confi
 	t.Helper()
 	mods := repoPlugins(t)
 	// A generous plugin deadline: the race detector and a busy machine slow
-	// calls down, and these tests are not about the deadline.
-	cfg := app.Config{Addr: "127.0.0.1:0", BuiltinPlugins: mods, PluginCacheDir: cacheDir, PluginTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// calls down, and these tests are not about the deadline. One instance
+	// per plugin: making one copies the module's memory image, the costliest
+	// part of starting an app under the race detector; the tests of calls
+	// side by side (isolation_test.go) ask for the default pool.
+	cfg := app.Config{Addr: "127.0.0.1:0", BuiltinPlugins: mods, PluginCacheDir: cacheDir, PluginTimeout: 2 * time.Second,
+		PluginInstances: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, tw := range tweaks {
 		tw(&cfg)
 	}
