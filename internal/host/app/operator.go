@@ -1,6 +1,8 @@
 package app
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -21,6 +23,7 @@ const (
 // keys of the operator tenant only:
 //
 //	GET /v1/admin/projections     every tenant's projections and readiness
+//	GET /v1/admin/stream          the fact stream's head and every consumer's position and lag
 //	GET /v1/admin/stream/history  the consumers' lag over the last hour, as this process sampled it
 func (a *App) mountOperatorReads(srv *gateway.Server) {
 	for _, r := range a.operatorRoutes() {
@@ -38,6 +41,11 @@ func (a *App) operatorRoutes() []gateway.Route {
 		}
 	}
 	return []gateway.Route{
+		{Handler: operator(a.streamStatus), Doc: openapi.Endpoint{Method: fiber.MethodGet, Path: "/v1/admin/stream", ID: "getStreamStatus", Tag: openapi.TagAdmin, Access: openapi.AdminKey,
+			Summary: "Fact stream status",
+			Description: "The fact stream's head and each durable consumer's position and lag. The stream and its consumers " +
+				"(every tenant's projections among them) span every tenant. Needs an admin key of the operator tenant.",
+			Status: fiber.StatusOK, OK: "The stream's status.", Data: openapi.Ref("StreamStatus")}},
 		{Handler: operator(func(c *fiber.Ctx) error {
 			return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": a.Projections.AllStatuses()})
 		}), Doc: openapi.Endpoint{Method: fiber.MethodGet, Path: "/v1/admin/projections", ID: "listAllProjections", Tag: openapi.TagAdmin, Access: openapi.AdminKey,
@@ -68,4 +76,24 @@ func (a *App) lagEvery() time.Duration {
 // newLagHistory keeps an hour of samples at the configured interval.
 func (a *App) newLagHistory() *stream.LagHistory {
 	return stream.NewLagHistory(int(time.Hour / a.lagEvery()))
+}
+
+// streamStatus answers the stream's head and each consumer's checkpoint and
+// lag, by consumer name.
+func (a *App) streamStatus(c *fiber.Ctx) error {
+	ctx := gateway.Context(c)
+	head, err := a.Store.HeadPosition(ctx)
+	if err != nil {
+		return err
+	}
+	cps, err := a.Store.ListCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(cps))
+	consumers := make([]fiber.Map, 0, len(names))
+	for _, name := range names {
+		consumers = append(consumers, fiber.Map{"name": name, "position": cps[name], "lag": head - cps[name]})
+	}
+	return gateway.Respond(c, fiber.StatusOK, fiber.Map{"head": head, "consumers": consumers})
 }

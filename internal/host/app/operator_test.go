@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,12 +69,34 @@ func TestOperatorListsEveryTenantsProjections(t *testing.T) {
 				t.Errorf("operator lists %v, want %v", got, want)
 			}
 			for name, k := range map[string]string{"tenant admin": other, "tenant live": l.key, "operator live": l.newKey("operator", "live")} {
-				for _, p := range []string{"/v1/admin/projections", "/v1/admin/stream/history"} {
+				for _, p := range []string{"/v1/admin/projections", "/v1/admin/stream", "/v1/admin/stream/history"} {
 					if code, body := l.call("GET", p, k, nil); code != 403 {
 						t.Errorf("%s key on %s: %d %v, want 403", name, p, code, body)
 					}
 				}
 			}
+
+			// The operator sees every tenant's projection consumers, by name.
+			testutil.EventuallyNil(t, time.Minute, func() error {
+				code, body := l.call("GET", "/v1/admin/stream", l.op, nil)
+				consumers, _ := dataOf(body)["consumers"].([]any)
+				var names []string
+				for _, c := range consumers {
+					names = append(names, fmt.Sprint(c.(map[string]any)["name"]))
+				}
+				seen := map[string]bool{}
+				for _, n := range names {
+					for tenant, id := range ids {
+						if strings.Contains(n, ":"+tenant+":"+id) {
+							seen[tenant] = true
+						}
+					}
+				}
+				if code != 200 || !slices.IsSorted(names) || !seen["t1"] || !seen["t2"] {
+					return fmt.Errorf("operator's stream status: %d, consumers %v; want both tenants' projections, by name", code, names)
+				}
+				return nil
+			})
 
 			// The lag history fills as the process samples it.
 			testutil.EventuallyNil(t, time.Minute, func() error {

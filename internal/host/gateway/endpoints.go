@@ -183,9 +183,5 @@ func (s *Server) platformRoutes(metrics bool) []Route {
 			Description: "Revokes a key of the caller's tenant; it stops working at once in this process and within seconds in others.",
 			Params:      []openapi.Param{openapi.IDParam("API key")},
 			Status:      ok, OK: "The revoked key.", Data: openapi.Ref("ApiKey"), Problems: []int{notFound}}},
-		{Handler: s.streamStatus, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/admin/stream", ID: "getStreamStatus", Tag: openapi.TagAdmin,
-			Summary: "Fact stream status", Access: openapi.AdminKey,
-			Description: "The global fact stream's head and each durable consumer's position and lag.",
-			Status:      ok, OK: "The stream's status.", Data: openapi.Ref("StreamStatus")}},
 	}...)
 }

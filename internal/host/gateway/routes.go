@@ -503,21 +503,3 @@ func (s *Server) revokeKey(c *fiber.Ctx) error {
 	}
 	return problem.Newf(problem.NotFound, "API key %s not found", c.Params("id"))
 }
-
-// streamStatus reports each stream consumer's checkpoint and lag.
-func (s *Server) streamStatus(c *fiber.Ctx) error {
-	st := s.platform.Store()
-	head, err := st.HeadPosition(ctx(c))
-	if err != nil {
-		return err
-	}
-	cps, err := st.ListCheckpoints(ctx(c))
-	if err != nil {
-		return err
-	}
-	consumers := make([]fiber.Map, 0, len(cps))
-	for name, pos := range cps {
-		consumers = append(consumers, fiber.Map{"name": name, "position": pos, "lag": head - pos})
-	}
-	return respond(c, fiber.StatusOK, fiber.Map{"head": head, "consumers": consumers})
-}

@@ -227,7 +227,11 @@ func (b *builder) endpoint(e Endpoint) {
 	}
 	if e.Access == AdminKey {
 		errs = append(errs, http.StatusForbidden)
-		op.Description = strings.TrimSpace(op.Description + " Needs an admin key.")
+		// A description that names a narrower key (the operator tenant's
+		// admin keys) says so itself.
+		if !strings.Contains(op.Description, "Needs an admin key") {
+			op.Description = strings.TrimSpace(op.Description + " Needs an admin key.")
+		}
 	}
 	body := http.StatusBadRequest
 	switch {
