@@ -382,6 +382,16 @@ func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
 	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "acct-x", "type": "deposit"}); code == 503 {
 		t.Fatalf("other types are not affected: %d %v", code, body)
 	}
+	// Its commands are not known yet: a command path is a 503 to retry,
+	// not a 404; on a type whose plugin is loaded, an unknown one is a 404.
+	code, header, body := l.callHeader("POST", "/v1/entities/m1/redeem", l.key, map[string]any{"points": 1})
+	if code != 503 || header.Get("Retry-After") == "" || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is still loading") {
+		t.Fatalf("command path of a type whose plugin is not loaded: %d %v %v", code, header, body)
+	}
+	createAccount(l, "acct-y")
+	if code, body := l.call("POST", "/v1/entities/acct-y/redeem", l.key, map[string]any{"points": 1}); code != 404 {
+		t.Fatalf("unknown command path of a loaded plugin's type: %d %v", code, body)
+	}
 }
 
 // TestDomainLayerRoutesAreServedAfterPut: a domain manifest installed

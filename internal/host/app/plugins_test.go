@@ -160,6 +160,13 @@ func (l *live) newKey(tenant, mode string) string {
 
 func (l *live) call(method, path, key string, body any) (int, map[string]any) {
 	l.t.Helper()
+	code, _, out := l.callHeader(method, path, key, body)
+	return code, out
+}
+
+// callHeader is call answering the response's header too.
+func (l *live) callHeader(method, path, key string, body any) (int, http.Header, map[string]any) {
+	l.t.Helper()
 	var rd io.Reader
 	ct := "application/json"
 	switch b := body.(type) {
@@ -184,7 +191,7 @@ func (l *live) call(method, path, key string, body any) (int, map[string]any) {
 	dec := json.NewDecoder(resp.Body)
 	dec.UseNumber()
 	dec.Decode(&out)
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Header, out
 }
 
 // status makes a call from a background goroutine: no t.Fatal, -1 on a

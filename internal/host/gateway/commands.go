@@ -63,6 +63,11 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 				return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
 			}
 		}
+		// A ledger plugin still loading lists no commands yet: the path
+		// may be one of them, so a 503 to retry rather than a 404.
+		if err := s.platform.LedgerNotReady(e.Type); err != nil {
+			return err
+		}
 		return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
 	}
 	return s.runCommand(c, e, cmd, hint, nil)

@@ -87,6 +87,14 @@ type Commander interface {
 	Commands() []CommandSpec
 }
 
+// Loader is implemented by ledgers that may not serve yet (a plugin still
+// loading at start-up): NotReady returns the problem to answer meanwhile,
+// or nil. Until then the ledger lists no commands, so a command path
+// would otherwise look like one that does not exist.
+type Loader interface {
+	NotReady() error
+}
+
 // Registry resolves ledger names to implementations.
 type Registry interface {
 	Ledger(name string) (Ledger, bool)

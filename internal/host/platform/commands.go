@@ -38,6 +38,19 @@ func (s *Service) Commands(entityType string) []ledger.CommandSpec {
 	return nil
 }
 
+// LedgerNotReady returns the problem to answer while the ledger of an
+// entity type cannot serve yet (its plugin still loading), else nil.
+func (s *Service) LedgerNotReady(entityType string) error {
+	t, err := s.entityType(entityType)
+	if err != nil {
+		return nil
+	}
+	if l, ok := s.ledgerFor(t).(ledger.Loader); ok {
+		return l.NotReady()
+	}
+	return nil
+}
+
 // FindCommand resolves the command routed at method and path (below
 // /v1/entities/:id) for an entity type.
 func (s *Service) FindCommand(entityType, method, path string) (ledger.CommandSpec, bool) {

@@ -121,7 +121,17 @@ func (l *pluginLedger) errLoading() error {
 var (
 	_ ledger.Ledger    = (*pluginLedger)(nil)
 	_ ledger.Commander = (*pluginLedger)(nil)
+	_ ledger.Loader    = (*pluginLedger)(nil)
 )
+
+// NotReady implements ledger.Loader: the loading problem while the plugin
+// is not loaded here but still loading at start-up.
+func (l *pluginLedger) NotReady() error {
+	if _, ok := l.current(); !ok && l.loading != nil && l.loading(l.name) {
+		return l.errLoading()
+	}
+	return nil
+}
 
 func (l *pluginLedger) current() (*wasm.Plugin, bool) {
 	p, ok := l.reg.Get(l.name)
