@@ -18,7 +18,7 @@ type Ledger[S any] struct {
 	Name        string   // the plugin's name: what a domain manifest's ledger key names
 	Version     string   // the plugin's version, for example "1.0.0"
 	EntityTypes []string // the entity types it serves
-	Emits       []string // every fact type it records; Evolve takes all of them
+	Emits       []string // every fact type it records, or [AnyFactType]; Evolve takes all of them
 
 	// Commands are what the ledger serves (Write and Read build them). A
 	// ledger without an "append" command refuses raw appends.
@@ -31,6 +31,14 @@ type Ledger[S any] struct {
 
 	state, next slot[S] // scratch values
 }
+
+// AnyFactType, as a ledger's only Emits entry, records any fact type the
+// domain manifest declares for the entity's type: a ledger for types whose
+// logic is "record what happened" uses it, so that a domain manifest can
+// add fact types to them without a new build of the plugin. The host
+// refuses other fact types before a decision and checks the decided ones
+// again; Evolve must then accept any fact type.
+const AnyFactType = abi.AnyFactType
 
 // Entity identifies the entity a command is about.
 type Entity = abi.EntityRef
@@ -204,7 +212,7 @@ func (w *writeCmd[S, I]) run(l *Ledger[S], state S, input any, env *decideEnv, c
 	out.fragment(`{"facts":[`)
 	for i := range facts {
 		f := &facts[i]
-		if !slices.Contains(emits, f.Type) {
+		if !abi.EmitsType(emits, f.Type) {
 			panic(fmt.Sprintf("sdk: command %s recorded a fact of type %q, which it does not declare in Emits", w.c.Name, f.Type))
 		}
 		if i > 0 {
@@ -286,6 +294,9 @@ func (l *Ledger[S]) check() error {
 	if l.Evolve == nil {
 		return errors.New("Evolve is nil")
 	}
+	if err := checkAny("Emits", l.Emits); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, c := range l.Commands {
 		s := c.spec()
@@ -303,8 +314,11 @@ func (l *Ledger[S]) check() error {
 		case s.ReadOnly && len(s.Emits) > 0:
 			return fmt.Errorf("command %s is read-only but declares Emits", s.Name)
 		}
+		if err := checkAny("command "+s.Name+" Emits", s.Emits); err != nil {
+			return err
+		}
 		for _, t := range s.Emits {
-			if !slices.Contains(l.Emits, t) {
+			if !abi.EmitsType(l.Emits, t) {
 				return fmt.Errorf("command %s emits %q, which is not in the ledger's Emits", s.Name, t)
 			}
 		}
@@ -478,4 +492,13 @@ func stateError(err error) *Error {
 		e.Field = "state"
 	}
 	return &e
+}
+
+// checkAny refuses AnyFactType beside named fact types: it already allows
+// them all.
+func checkAny(what string, emits []string) error {
+	if len(emits) > 1 && slices.Contains(emits, AnyFactType) {
+		return fmt.Errorf("%s lists AnyFactType beside other fact types; it allows them all", what)
+	}
+	return nil
 }

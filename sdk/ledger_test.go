@@ -211,6 +211,19 @@ func TestCheck(t *testing.T) {
 		{`emits "other"`, func(l *sdk.Ledger[tally]) {
 			l.Commands = append(l.Commands, sdk.Write(sdk.Command{Name: "a", Emits: []string{"other"}}, ok))
 		}},
+		{"", func(l *sdk.Ledger[tally]) {
+			l.Emits = []string{sdk.AnyFactType}
+			l.Commands = append(l.Commands, sdk.Write(sdk.Command{Name: "a", Emits: []string{"other"}}, ok),
+				sdk.Write(sdk.Command{Name: "b", Emits: []string{sdk.AnyFactType}}, ok))
+		}},
+		{"Emits lists AnyFactType beside other fact types", func(l *sdk.Ledger[tally]) { l.Emits = []string{"e", sdk.AnyFactType} }},
+		{"command a Emits lists AnyFactType beside", func(l *sdk.Ledger[tally]) {
+			l.Emits = []string{sdk.AnyFactType}
+			l.Commands = append(l.Commands, sdk.Write(sdk.Command{Name: "a", Emits: []string{sdk.AnyFactType, "e"}}, ok))
+		}},
+		{`emits "*", which is not in the ledger's Emits`, func(l *sdk.Ledger[tally]) {
+			l.Commands = append(l.Commands, sdk.Write(sdk.Command{Name: "a", Emits: []string{sdk.AnyFactType}}, ok))
+		}},
 	} {
 		l := base()
 		tc.change(l)

@@ -148,6 +148,19 @@ func checkDescription(d abi.Description) []string {
 			seen[n] = true
 		}
 	}
+	// emits lists fact types, or is abi.AnyFactType alone (a ledger's).
+	emits := func(what string, names []string) {
+		if slices.Contains(names, abi.AnyFactType) {
+			if len(names) > 1 {
+				add("%s lists %q beside other fact types; it allows them all", what, abi.AnyFactType)
+			}
+			if d.Kind != abi.KindLedger {
+				add("%s %q: only a ledger records any fact type", what, abi.AnyFactType)
+			}
+			return
+		}
+		idents("fact type", names)
+	}
 	switch d.Kind {
 	case abi.KindLedger:
 		if len(d.EntityTypes) == 0 {
@@ -171,7 +184,7 @@ func checkDescription(d abi.Description) []string {
 	}
 	idents("entity type", d.EntityTypes)
 	idents("handler", d.Handlers)
-	idents("fact type", d.Emits)
+	emits("emits", d.Emits)
 
 	names := map[string]bool{}
 	routes := map[string]string{}
@@ -234,9 +247,13 @@ func checkDescription(d abi.Description) []string {
 		if !c.ReadOnly && len(c.ResultSchema) > 0 {
 			add("%s: only a read_only command has a result_schema (a write answers its facts)", label)
 		}
-		for _, ft := range c.Emits {
-			if !identRe.MatchString(ft) {
-				add("%s emits %q: want lowercase letters, digits and _, starting with a letter", label, ft)
+		if slices.Contains(c.Emits, abi.AnyFactType) {
+			emits(label+" emits", c.Emits)
+		} else {
+			for _, ft := range c.Emits {
+				if !identRe.MatchString(ft) {
+					add("%s emits %q: want lowercase letters, digits and _, starting with a letter", label, ft)
+				}
 			}
 		}
 	}

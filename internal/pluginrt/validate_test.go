@@ -40,6 +40,14 @@ func TestCheckDescription(t *testing.T) {
 		{"bad entity type", func(d *abi.Description) { d.EntityTypes = []string{"Account"} }, `entity type "Account"`},
 		{"duplicate entity type", func(d *abi.Description) { d.EntityTypes = []string{"a", "a"} }, `entity type "a" is listed twice`},
 		{"bad fact type", func(d *abi.Description) { d.Emits = []string{"deposit made"} }, `fact type "deposit made"`},
+		{"any fact type", func(d *abi.Description) {
+			d.Emits, d.Commands[0].Emits = []string{abi.AnyFactType}, []string{abi.AnyFactType}
+		}, ""},
+		{"any fact type and more", func(d *abi.Description) { d.Emits = []string{abi.AnyFactType, "deposit"} }, `emits lists "*" beside other fact types`},
+		{"command any fact type and more", func(d *abi.Description) { d.Commands[0].Emits = []string{"deposit", abi.AnyFactType} }, `command "deposit" emits lists "*" beside`},
+		{"subscription any fact type", func(d *abi.Description) {
+			*d = abi.Description{ABI: 1, Name: "notify", Version: "1.0.0", Kind: abi.KindSubscription, Handlers: []string{"followup"}, Emits: []string{abi.AnyFactType}}
+		}, `only a ledger records any fact type`},
 		{"subscription without handlers", func(d *abi.Description) {
 			d.Kind, d.EntityTypes, d.Commands = abi.KindSubscription, nil, nil
 		}, "lists its handler names"},

@@ -1,20 +1,17 @@
 // Command generic is one ledger plugin for the entity types whose logic is
 // "record what happened": contact, deal, campaign, tool, vendor and user.
-// It is configured per entity type by the table Types below (the fact
-// types each type records, as in manifests/domain.yaml), accepts raw
-// appends of those fact types and keeps a small state per entity:
+// It records any fact type the domain manifest declares for the entity's
+// type (sdk.AnyFactType: the host refuses the others before it asks), so
+// a domain manifest layer can add fact types to these types without a new
+// build, and keeps a small state per entity:
 //
 //	{"fact_count":3,"last_fact_at":1764000000000,"counts":{"call":1,"note":2}}
 //
-// Commands: append (the raw append; a fact type the entity's type does not
-// record is refused with undeclared_fact_type) and summary (GET /summary,
-// the state).
+// Commands: append (the raw append) and summary (GET /summary, the state).
 package main
 
 import (
 	"encoding/json"
-	"slices"
-	"sort"
 
 	"github.com/factline/factline/plugins/internal/counts"
 	"github.com/factline/factline/sdk"
@@ -24,27 +21,18 @@ func main() {}
 
 func init() { sdk.Register(Ledger) }
 
-// Types is the configuration: for each entity type the plugin serves, the
-// fact types it records. Keep it in step with the domain manifest (the
-// host checks fact types against the manifest first; this table makes the
-// plugin refuse a type it was not built for).
-var Types = map[string][]string{
-	"contact":  {"note", "call", "email", "meeting", "outcome", "status_changed"},
-	"deal":     {"stage_changed", "amount_changed", "note", "outcome", "won", "lost"},
-	"campaign": {"launched", "paused", "resumed", "completed", "enrollment", "spend", "outcome"},
-	"tool":     {"invocation", "outcome", "cost"},
-	"vendor":   {"invoice", "payment", "note"},
-	"user":     {"invited", "login", "role_changed", "deactivated"},
-}
+// EntityTypes are the entity types the plugin serves; a domain manifest
+// names it (ledger: generic) for them.
+var EntityTypes = []string{"campaign", "contact", "deal", "tool", "user", "vendor"}
 
 // Ledger is the plugin.
 var Ledger = &sdk.Ledger[State]{
 	Name:        "generic",
-	Version:     "1.0.0",
-	EntityTypes: keys(Types),
-	Emits:       union(Types),
+	Version:     "1.1.0",
+	EntityTypes: EntityTypes,
+	Emits:       []string{sdk.AnyFactType},
 	Commands: []sdk.Decider[State]{
-		sdk.Write(sdk.Command{Name: "append", Description: "Raw append of a fact type the entity's type records"}, appendFact),
+		sdk.Write(sdk.Command{Name: "append", Description: "Raw append of a fact type the entity's type declares"}, appendFact),
 		sdk.Read(sdk.Command{Name: "summary", Method: "GET", Path: "/summary", Description: "Fact counts per type and the last fact's time"}, summary),
 	},
 	Evolve: evolve,
@@ -52,9 +40,6 @@ var Ledger = &sdk.Ledger[State]{
 
 func appendFact(_ State, cmd sdk.Cmd[sdk.AppendInput]) ([]sdk.NewFact, error) {
 	in := cmd.Input
-	if !slices.Contains(Types[cmd.Entity.Type], in.Type) {
-		return nil, sdk.Refuse("undeclared_fact_type", "entities of type "+cmd.Entity.Type+" do not record "+in.Type+" facts")
-	}
 	f := sdk.NewFact{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp}
 	if len(in.Data) > 0 && string(in.Data) != "null" {
 		if in.Data[0] != '{' {
@@ -108,26 +93,4 @@ func (s State) EncodeJSON(e *sdk.Encoder) {
 	e.Key("counts")
 	s.Counts.EncodeJSON(e)
 	e.EndObject()
-}
-
-func keys(m map[string][]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func union(m map[string][]string) []string {
-	var out []string
-	for _, types := range m {
-		for _, t := range types {
-			if !slices.Contains(out, t) {
-				out = append(out, t)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -46,6 +46,22 @@ const (
 // CommandAppend is the built-in raw-append command sent to every ledger.
 const CommandAppend = "append"
 
+// AnyFactType, as a ledger's only emits entry (top level or a command's),
+// declares that it records any fact type the domain manifest declares for
+// the entity's type. The host refuses other fact types before a decision
+// and checks every decided fact again.
+const AnyFactType = "*"
+
+// EmitsType reports whether an emits list allows the fact type t.
+func EmitsType(emits []string, t string) bool {
+	for _, e := range emits {
+		if e == t || e == AnyFactType {
+			return true
+		}
+	}
+	return false
+}
+
 // Description is the describe result.
 type Description struct {
 	ABI         int       `json:"abi"`

@@ -34,7 +34,20 @@ func describeProblems(d abi.Description) []string {
 	}
 	idents("entity type", d.EntityTypes)
 	idents("handler", d.Handlers)
-	idents("fact type", d.Emits)
+	// emits lists fact types, or is abi.AnyFactType alone (a ledger's).
+	emits := func(what string, names []string) {
+		if !slices.Contains(names, abi.AnyFactType) {
+			idents("fact type", names)
+			return
+		}
+		if len(names) > 1 {
+			add("%s lists %q beside other fact types; it allows them all", what, abi.AnyFactType)
+		}
+		if d.Kind != abi.KindLedger {
+			add("%s %q: only a ledger records any fact type", what, abi.AnyFactType)
+		}
+	}
+	emits("emits", d.Emits)
 	switch d.Kind {
 	case abi.KindLedger:
 		if len(d.EntityTypes) == 0 {
@@ -86,8 +99,11 @@ func describeProblems(d abi.Description) []string {
 		if c.ReadOnly && len(c.Emits) > 0 {
 			add("command %q is read_only but emits %s", c.Name, strings.Join(c.Emits, ", "))
 		}
+		if slices.Contains(c.Emits, abi.AnyFactType) {
+			emits(fmt.Sprintf("command %q emits", c.Name), c.Emits)
+		}
 		for _, t := range c.Emits {
-			if !slices.Contains(d.Emits, t) {
+			if !abi.EmitsType(d.Emits, t) {
 				add("command %q emits %q, which the top-level emits does not list", c.Name, t)
 			}
 		}

@@ -436,3 +436,26 @@ routes:
 		t.Fatalf("command route, read: %d %v", code, body)
 	}
 }
+
+// TestLayerAddsAFactTypeToAGenericType: examples/domain adds claim_filed
+// to contact, whose ledger is the generic plugin; the plugin records it
+// (it records any fact type the model declares) and the host still
+// refuses a fact type the model does not declare, before the plugin.
+func TestLayerAddsAFactTypeToAGenericType(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir(), func(c *app.Config) { c.Domains = []string{"../../../examples/domain"} })
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "contact", "id": "c-1", "name": "Ada", "status": "active"}); code != 201 {
+		t.Fatalf("create contact: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c-1", "type": "claim_filed", "data": map[string]any{"claim": "cl-1"}}); code != 201 {
+		t.Fatalf("claim_filed on a contact: %d %v", code, body)
+	}
+	code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c-1", "type": "claim_paid"})
+	if code != 400 || !strings.Contains(fmt.Sprint(body["errors"]), "fact type claim_paid is not declared by entity type contact") {
+		t.Fatalf("an undeclared fact type: %d %v", code, body)
+	}
+	code, body = l.call("GET", "/api/contacts/c-1/summary", l.key, nil)
+	if code != 200 || fmt.Sprint(dataOf(body)["counts"]) != "map[claim_filed:1]" {
+		t.Fatalf("summary through the layer's route: %d %v", code, body)
+	}
+}

@@ -2,12 +2,14 @@ package openapi
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/sdk/abi"
 )
 
 // ledgerCommands describes the routes ledger plugins declare, mounted at
@@ -55,7 +57,11 @@ func (b *builder) ledgerCommands(commands map[string][]ledger.CommandSpec) {
 			op.Description = desc + " Read-only: answers the command's result and records nothing."
 			op.Status, op.OK, op.Data = http.StatusOK, "The command's result.", fixed(described(c.ResultSchema, "The command's result, as the ledger computes it from the entity's state."))
 		} else {
-			op.Description = desc + " Records the facts the ledger decides (" + strings.Join(c.Emits, ", ") + ") and answers the recorded fact (or {facts} when several)."
+			emits := strings.Join(c.Emits, ", ")
+			if slices.Contains(c.Emits, abi.AnyFactType) {
+				emits = "any fact type the entity's type declares"
+			}
+			op.Description = desc + " Records the facts the ledger decides (" + emits + ") and answers the recorded fact (or {facts} when several)."
 			op.Status, op.OK, op.Data = http.StatusCreated, "The recorded fact.", Ref(schemaFact)
 			op.Idempotent = true
 			op.Problems = append(op.Problems, http.StatusConflict)
