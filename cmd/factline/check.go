@@ -100,7 +100,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			commandRoutes = append(commandRoutes, commandRoute{gw: lg, domain: manifest.MergeDomain(domain, lg)})
 		}
 	}
-	valid := len(all) == 0
+	// Command routes are checked in every gateway manifest that parses,
+	// whatever the problems elsewhere (the parse has checked its entity
+	// types against the same model), so one run lists every problem.
 	anyGateway := false
 	for _, file := range fs.Args() {
 		if !gateways[file] {
@@ -113,11 +115,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			all = append(all, manifest.Diagnostics(file, err)...)
 			continue
 		}
-		if valid {
-			withLayerRoutes(file, g)
-		}
+		withLayerRoutes(file, g)
 	}
-	if valid && !anyGateway {
+	if !anyGateway {
 		withLayerRoutes("", nil)
 	}
 	if *pluginCache == "" {

@@ -106,6 +106,24 @@ func TestCheckCommandRoutesAgainstBuiltinPlugins(t *testing.T) {
 	}
 }
 
+// TestCheckListsCommandProblemsBesideOthers: a command route's problem is
+// listed though another file has problems of its own.
+func TestCheckListsCommandProblemsBesideOthers(t *testing.T) {
+	t.Parallel()
+	bin := embeddedBinary(t)
+	dir := t.TempDir()
+	gw := commandGateway(t, dir, "POST", "account", "earn")
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, bin, "check", "--plugin-cache-dir", t.TempDir(), gw, empty)
+	if code != 1 || !strings.Contains(stdout, gw+":8:14: route POST /api/accounts/:id/x: ledger account of entity type account has no command \"earn\"") ||
+		!strings.Contains(stdout, empty+":1:1: empty manifest") {
+		t.Fatalf("exit %d, want both problems:\n%s%s", code, stdout, stderr)
+	}
+}
+
 // TestCheckCommandRoutesWithPluginFlag: --plugin FILE.wasm gives the
 // commands of a ledger not built in; without it the route is a warning
 // line (checked at serve time) and the exit status stays 0.
