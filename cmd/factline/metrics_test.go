@@ -83,7 +83,7 @@ func TestDatabaseMaxConnsRejectsNegative(t *testing.T) {
 
 // TestPluginInstances: --plugin-instances (here through its environment
 // variable) sets how many instances each loaded plugin keeps, as the
-// operator's plugin list shows.
+// operator's plugin list shows; a fresh start shows no calls.
 func TestPluginInstances(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -105,6 +105,10 @@ func TestPluginInstances(t *testing.T) {
 		stats, _ := p["stats"].(map[string]any)
 		if stats["instances"] != float64(3) {
 			t.Errorf("%v %v: %v instances, want 3", p["name"], p["version"], stats["instances"])
+		}
+		// The host's check before a version serves is not a call of its.
+		if stats["calls"] != float64(0) || stats["errors"] != float64(0) {
+			t.Errorf("%v %v on a fresh start: %v calls, %v errors; want none", p["name"], p["version"], stats["calls"], stats["errors"])
 		}
 	}
 }

@@ -193,7 +193,7 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 	}
 	inst, err := p.take(ctx)
 	if err != nil {
-		p.record(c, outcomeCanceled, start)
+		p.record(ctx, c, outcomeCanceled, start)
 		return err
 	}
 	inst.out.reset()
@@ -209,10 +209,10 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 	if err == nil {
 		p.pool <- inst
 		if cerr != nil {
-			p.record(c, outcomeError, start)
+			p.record(ctx, c, outcomeError, start)
 			return cerr
 		}
-		p.record(c, outcomeOK, start)
+		p.record(ctx, c, outcomeOK, start)
 		return nil
 	}
 	trap := p.classify(ctx, c, err, overrun)
@@ -220,11 +220,11 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 	p.replace(inst)
 	switch {
 	case trap.Timeout:
-		p.record(c, outcomeTimeout, start)
+		p.record(ctx, c, outcomeTimeout, start)
 	case errors.Is(trap.Cause, context.Canceled):
-		p.record(c, outcomeCanceled, start)
+		p.record(ctx, c, outcomeCanceled, start)
 	default:
-		p.record(c, outcomeTrap, start)
+		p.record(ctx, c, outcomeTrap, start)
 	}
 	p.log().Warn("plugin call failed; instance replaced", "call", c.String(), "timeout", trap.Timeout,
 		"err", trap.Cause, "guest_output", trap.Output)
@@ -281,7 +281,21 @@ func (p *Plugin) ready(ctx context.Context, in *instance) (*instance, error) {
 	return in, nil
 }
 
-func (p *Plugin) record(c call, o outcome, start time.Time) {
+// unrecordedKey marks a context whose calls are not counted.
+type unrecordedKey struct{}
+
+// Unrecorded returns a context whose calls leave the plugin's statistics
+// and metrics alone: the host's own checks of a version before it serves
+// (a smoke call answering "unknown command" is not an error of the
+// plugin's).
+func Unrecorded(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unrecordedKey{}, true)
+}
+
+func (p *Plugin) record(ctx context.Context, c call, o outcome, start time.Time) {
+	if ctx.Value(unrecordedKey{}) != nil {
+		return
+	}
 	d := time.Since(start)
 	p.stats.record(o, d)
 	if p.rec != nil {

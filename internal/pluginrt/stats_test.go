@@ -1,9 +1,12 @@
 package pluginrt
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/factline/factline/sdk/abi"
 )
 
 func TestLatencyBuckets(t *testing.T) {
@@ -76,5 +79,27 @@ func TestLogLimiter(t *testing.T) {
 	dropped, ok := l.allow()
 	if !ok || dropped != 5 {
 		t.Errorf("after a refill: ok %v, dropped %d", ok, dropped)
+	}
+}
+
+// TestUnrecordedCallsAreNotCounted: a call under Unrecorded (the host's
+// smoke check) leaves the statistics alone; the same call without it
+// counts as a call and an error.
+func TestUnrecordedCallsAreNotCounted(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, Options{PoolSize: 1})
+	p := load(t, h, "ledger")
+	var ce *CallError
+	if _, err := p.Decide(Unrecorded(t.Context()), decideInput("factline.smoke.unknown", `{}`)); !errors.As(err, &ce) || ce.Status != abi.StatusUnknownCommand {
+		t.Fatalf("unknown command: %v", err)
+	}
+	if s := p.Stats(); s.Calls != 0 || s.Errors != 0 {
+		t.Fatalf("after an unrecorded call: %+v", s)
+	}
+	if _, err := p.Decide(t.Context(), decideInput("factline.smoke.unknown", `{}`)); !errors.As(err, &ce) {
+		t.Fatalf("unknown command: %v", err)
+	}
+	if s := p.Stats(); s.Calls != 1 || s.Errors != 1 {
+		t.Fatalf("after a recorded call: %+v", s)
 	}
 }

@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,6 +30,10 @@ var (
 	ErrInvalidInput = pluginrt.ErrInvalidInput
 	ErrNoPrevious   = pluginrt.ErrNoPrevious
 )
+
+// Unrecorded returns a context whose plugin calls are not counted in the
+// plugins' statistics and metrics (the host's own checks).
+func Unrecorded(ctx context.Context) context.Context { return pluginrt.Unrecorded(ctx) }
 
 // MaxOutputBytes is the largest output a call may return (sdk/ABI.md).
 const MaxOutputBytes = pluginrt.MaxOutputBytes
