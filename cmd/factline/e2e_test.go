@@ -402,6 +402,23 @@ func TestEnvironmentConfiguresFlags(t *testing.T) {
 	}
 }
 
+// TestBadEnvironmentValues: a FACTLINE_<FLAG> value of the wrong kind is
+// a usage error naming the variable, its value and what the flag wants.
+func TestBadEnvironmentValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct{ env, want string }{
+		{"FACTLINE_MIGRATE=maybe", `FACTLINE_MIGRATE="maybe": --migrate wants true or false`},
+		{"FACTLINE_BODY_LIMIT=abc", `FACTLINE_BODY_LIMIT="abc": --body-limit wants an integer`},
+		{"FACTLINE_PLUGIN_TIMEOUT=5", `FACTLINE_PLUGIN_TIMEOUT="5": --plugin-timeout wants a duration`},
+	} {
+		_, stderr, code := cli(t, []string{tc.env}, "serve", "--data-dir", dir)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, %q; want 2 and %q", tc.env, code, stderr, tc.want)
+		}
+	}
+}
+
 // TestHotReload: with --watch, an edited manifest's routes are served
 // without a restart; an invalid edit is refused and the old routes stay.
 func TestHotReload(t *testing.T) {

@@ -103,6 +103,23 @@ func usageErr(format string, args ...any) error {
 	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
+// flagKind names what a flag's value must be, for an error message.
+func flagKind(f *flag.Flag) string {
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return "true or false"
+	}
+	switch kind, _ := flag.UnquoteUsage(f); kind {
+	case "int":
+		return "an integer"
+	case "duration":
+		return "a duration (for example 500ms or 2s)"
+	case "", "value", "string":
+		return "a value"
+	default:
+		return "a " + kind
+	}
+}
+
 // parse parses flags, then fills every flag not given on the command line
 // from FACTLINE_<FLAG>.
 func parse(fs *flag.FlagSet, args []string) error {
@@ -122,7 +139,11 @@ func parse(fs *flag.FlagSet, args []string) error {
 		env := "FACTLINE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = usageErr("%s: %v", env, e)
+				msg := fmt.Sprintf("%s=%q: --%s wants %s", env, v, f.Name, flagKind(f))
+				if e.Error() != "parse error" { // the flag package's word for "not that kind of value"
+					msg += ": " + e.Error()
+				}
+				err = usageErr("%s", msg)
 			}
 		}
 	})

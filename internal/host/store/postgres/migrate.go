@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -60,7 +61,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.L
 				return err
 			}
 			if latest > known {
-				return fmt.Errorf("database schema is at version %d, newer than this binary's %d", latest, known)
+				return &newerSchemaError{latest: latest, known: known}
 			}
 			var done bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
@@ -80,6 +81,10 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.L
 			applied = true
 			return nil
 		})
+		var newer *newerSchemaError
+		if errors.As(err, &newer) {
+			return fmt.Errorf("postgres: migrate: %w", err) // no migration of ours is at fault
+		}
 		if err != nil {
 			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
 		}
@@ -166,4 +171,11 @@ func MigrationStatus(ctx context.Context, url string) ([]store.MigrationStatus, 
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return migrationStatus(ctx, conn, migrationFS)
+}
+
+// newerSchemaError: the database has migrations this binary does not know.
+type newerSchemaError struct{ latest, known int64 }
+
+func (e *newerSchemaError) Error() string {
+	return fmt.Sprintf("database schema is at version %d, newer than this binary's %d: run a binary of that version or later", e.latest, e.known)
 }
