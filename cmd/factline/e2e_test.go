@@ -320,6 +320,8 @@ func TestCLIErrors(t *testing.T) {
 		{"keys bad tenant", []string{"keys", "create", "--tenant", "a b", "--data-dir", dir}, 2, "--tenant"},
 		{"revoke unknown", []string{"keys", "revoke", "--id", "key_nope", "--data-dir", dir}, 1, "no API key with id key_nope"},
 		{"bad flag", []string{"serve", "--no-such-flag"}, 2, "flag provided but not defined"},
+		{"bad listen address", []string{"serve", "--addr", "garbage", "--data-dir", dir}, 2, `--addr "garbage": want host:port or :port`},
+		{"bad metrics address", []string{"serve", "--metrics-addr", "garbage", "--data-dir", dir}, 2, `--metrics-addr "garbage": want host:port or :port`},
 		{"negative plugin instances", []string{"serve", "--plugin-instances", "-1", "--data-dir", dir}, 2, "--plugin-instances must be 0 (2 per GOMAXPROCS) or 1 to 1024, got -1"},
 		{"too many plugin instances", []string{"serve", "--plugin-instances", "1025", "--data-dir", dir}, 2, "--plugin-instances must be 0 (2 per GOMAXPROCS) or 1 to 1024, got 1025"},
 		{"check nothing", []string{"check"}, 2, "usage: factline check"},

@@ -32,21 +32,16 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cfg := app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Logger: quietLogger(stderr)}
 	if sub == "up" {
-		before, err := app.MigrationStatus(ctx, cfg)
+		// What this process applied: another one migrating the same
+		// database at once applies the rest, under the same lock.
+		applied, err := app.Migrate(ctx, cfg)
+		for _, name := range applied {
+			fmt.Fprintf(stdout, "applied %s\n", name)
+		}
 		if err != nil {
 			return err
 		}
-		if err := app.Migrate(ctx, cfg); err != nil {
-			return err
-		}
-		n := 0
-		for _, s := range before {
-			if s.Pending() {
-				fmt.Fprintf(stdout, "applied %s\n", s.Name)
-				n++
-			}
-		}
-		if n == 0 {
+		if len(applied) == 0 {
 			fmt.Fprintln(stdout, "nothing to apply: the schema is up to date")
 		}
 		return nil

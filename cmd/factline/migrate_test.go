@@ -66,6 +66,45 @@ func TestMigrateStatusFreshAndMigrated(t *testing.T) {
 	}
 }
 
+// TestConcurrentMigrateUpSaysWhatEachApplied: two migrate up at once on
+// one Postgres database apply each migration once between them, and each
+// prints only the migrations it applied.
+func TestConcurrentMigrateUpSaysWhatEachApplied(t *testing.T) {
+	t.Parallel()
+	args := []string{"migrate", "up", "--database-url", testutil.Postgres(t)}
+	outs := make(chan string, 2)
+	for range 2 {
+		go func() {
+			cmd := exec.Command(binary, args...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err != nil {
+				out.WriteString("exit: " + err.Error())
+			}
+			outs <- out.String()
+		}()
+	}
+	applied := map[string]int{}
+	for range 2 {
+		out := <-outs
+		if strings.Contains(out, "exit:") {
+			t.Fatalf("migrate up failed:\n%s", out)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^applied (\S+)$`).FindAllStringSubmatch(out, -1) {
+			applied[m[1]]++
+		}
+	}
+	states := migrationStates(t, args[2:])
+	if len(applied) != len(states) {
+		t.Errorf("the two runs printed %d distinct migrations, the binary has %d: %v", len(applied), len(states), applied)
+	}
+	for name, n := range applied {
+		if n != 1 {
+			t.Errorf("%s printed as applied %d times", name, n)
+		}
+	}
+}
+
 func TestMigrateStatusFailsWhenTheDatabaseIsDown(t *testing.T) {
 	t.Parallel()
 	_, errOut, code := cli(t, nil, "migrate", "status", "--database-url", "postgres://factline@127.0.0.1:1/none?connect_timeout=2")

@@ -62,6 +62,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *dbMaxConns < 0 || *dbMaxConns > math.MaxInt32 {
 		return usageErr("--database-max-conns must be 0 (automatic) or a positive number, got %d", *dbMaxConns)
 	}
+	// Checked before anything starts: a listen address that cannot be one
+	// would otherwise fail only after the store and the plugins are up.
+	for _, a := range []struct{ flag, addr string }{{"--addr", *addr}, {"--metrics-addr", *metricsAddr}} {
+		if a.addr == "" && a.flag == "--metrics-addr" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
+			return usageErr("%s %q: want host:port or :port (for example 127.0.0.1:9090)", a.flag, a.addr)
+		}
+	}
 	if *pluginInstances < 0 || *pluginInstances > 1024 {
 		return usageErr("--plugin-instances must be 0 (2 per GOMAXPROCS) or 1 to 1024, got %d", *pluginInstances)
 	}

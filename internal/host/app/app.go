@@ -150,9 +150,14 @@ func (c *Config) defaults() {
 // OpenStore opens the configured store: Postgres when DatabaseURL is set,
 // otherwise the SQLite file DataDir/factline.db.
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
+	return openStore(ctx, cfg, nil)
+}
+
+// openStore is OpenStore telling applied about each migration it applies.
+func openStore(ctx context.Context, cfg Config, applied func(store.Migration)) (store.Store, error) {
 	cfg.defaults()
 	if cfg.DatabaseURL != "" {
-		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations, MaxConns: cfg.DatabaseMaxConns})
+		s, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations, MaxConns: cfg.DatabaseMaxConns, Applied: applied})
 		if err != nil {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
@@ -161,7 +166,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations})
+	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations, Applied: applied})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store: %w", err)
 	}

@@ -21,15 +21,17 @@ func MigrationStatus(ctx context.Context, cfg Config) ([]store.MigrationStatus, 
 }
 
 // Migrate applies the pending migrations of the configured store, as
-// serve does at start unless told not to.
-func Migrate(ctx context.Context, cfg Config) error {
+// serve does at start unless told not to, and returns the names of those
+// it applied: none that another process applied meanwhile.
+func Migrate(ctx context.Context, cfg Config) ([]string, error) {
 	cfg.SkipMigrations = false
-	st, err := OpenStore(ctx, cfg)
+	var applied []string
+	st, err := openStore(ctx, cfg, func(m store.Migration) { applied = append(applied, m.Name) })
 	if err != nil {
-		return err
+		return applied, err
 	}
 	if err := st.Close(); err != nil {
-		return fmt.Errorf("close store: %w", err)
+		return applied, fmt.Errorf("close store: %w", err)
 	}
-	return nil
+	return applied, nil
 }

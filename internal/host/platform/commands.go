@@ -40,13 +40,12 @@ func (s *Service) Commands(entityType string) []ledger.CommandSpec {
 
 // LedgerNotReady returns the problem to answer while the ledger of an
 // entity type cannot serve yet (its plugin still loading), else nil.
+// An undeclared type has no ledger to wait for (callers answer that).
 func (s *Service) LedgerNotReady(entityType string) error {
-	t, err := s.entityType(entityType)
-	if err != nil {
-		return nil
-	}
-	if l, ok := s.ledgerFor(t).(ledger.Loader); ok {
-		return l.NotReady()
+	if t, err := s.entityType(entityType); err == nil {
+		if l, ok := s.ledgerFor(t).(ledger.Loader); ok {
+			return l.NotReady()
+		}
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ const migrationLockKey int64 = 0x666163746c696e65
 // meanwhile), applies the file and records it; the lock is released at
 // commit. Running migrate again is a no-op. A database that has a version
 // this binary does not know is refused rather than written to.
-func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.Logger) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.Logger, onApplied func(store.Migration)) error {
 	ms, err := store.LoadMigrations(fsys)
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
@@ -90,6 +90,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, logger *slog.L
 		}
 		if applied {
 			logger.Info("postgres: applied migration", "version", m.Version, "name", m.Name)
+			if onApplied != nil {
+				onApplied(m)
+			}
 		}
 	}
 	return nil

@@ -56,6 +56,9 @@ type Options struct {
 	// SkipMigrations leaves the schema alone: Open fails with a
 	// *store.PendingError when the database lacks a migration.
 	SkipMigrations bool
+	// Applied, when set, is told each migration this Open applied (not
+	// one another process applied meanwhile).
+	Applied func(store.Migration)
 }
 
 // DefaultListenHeartbeat bounds how long a LISTEN connection that died
@@ -145,7 +148,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.SkipMigrations {
 		err = checkMigrated(ctx, pool, migrationFS)
 	} else {
-		err = migrate(ctx, pool, migrationFS, logger)
+		err = migrate(ctx, pool, migrationFS, logger, opts.Applied)
 	}
 	if err != nil {
 		pool.Close()

@@ -24,7 +24,7 @@ var migrationFS = store.MigrationsDir(embeddedMigrations, "migrations")
 // in its own write transaction together with its schema_migrations row.
 // Running it again is a no-op. A database that has a version this binary
 // does not know is refused rather than written to.
-func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, logger *slog.Logger) error {
+func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, logger *slog.Logger, onApplied func(store.Migration)) error {
 	ms, err := store.LoadMigrations(fsys)
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
@@ -50,6 +50,9 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, logger *slog.Logger) e
 		}
 		if applied {
 			logger.InfoContext(ctx, "sqlite: applied migration", "version", m.Version, "name", m.Name)
+			if onApplied != nil {
+				onApplied(m)
+			}
 		}
 	}
 	return nil

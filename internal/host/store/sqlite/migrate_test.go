@@ -48,11 +48,11 @@ func TestMigrate(t *testing.T) {
 	db := openRaw(t)
 
 	v1 := fstest.MapFS{"0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER); INSERT INTO a VALUES (1);`)}}
-	if err := migrate(ctx, db, v1, logger); err != nil {
+	if err := migrate(ctx, db, v1, logger, nil); err != nil {
 		t.Fatalf("migrate v1: %v", err)
 	}
 	// Applying again is a no-op (the INSERT would otherwise run twice).
-	if err := migrate(ctx, db, v1, logger); err != nil {
+	if err := migrate(ctx, db, v1, logger, nil); err != nil {
 		t.Fatalf("migrate v1 again: %v", err)
 	}
 	var n int
@@ -66,7 +66,7 @@ func TestMigrate(t *testing.T) {
 		"0001_a.sql":   v1["0001_a.sql"],
 		"0002_bad.sql": {Data: []byte(`CREATE TABLE b (x INTEGER); INSERT INTO nope VALUES (1);`)},
 	}
-	if err := migrate(ctx, db, bad, logger); err == nil {
+	if err := migrate(ctx, db, bad, logger, nil); err == nil {
 		t.Fatal("migrate with a bad migration: got nil error")
 	}
 	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE name = 'b'`).Scan(&n); err != nil || n != 0 {
@@ -82,7 +82,7 @@ func TestMigrate(t *testing.T) {
 		"README.txt": {Data: []byte(`not a migration`)},
 		"0003_c.sql": {Data: []byte(`ALTER TABLE b ADD COLUMN y TEXT;`)},
 	}
-	if err := migrate(ctx, db, good, logger); err != nil {
+	if err := migrate(ctx, db, good, logger, nil); err != nil {
 		t.Fatalf("migrate v3: %v", err)
 	}
 	if got := versions(t, db); len(got) != 3 || got[2] != 3 {
@@ -90,7 +90,7 @@ func TestMigrate(t *testing.T) {
 	}
 
 	// A database newer than the binary is refused.
-	if err := migrate(ctx, db, v1, logger); err == nil {
+	if err := migrate(ctx, db, v1, logger, nil); err == nil {
 		t.Error("migrate with fewer migrations than applied: got nil error")
 	}
 }
@@ -133,14 +133,14 @@ func TestSecretKeyRecordTakesTheOldestSecretsKey(t *testing.T) {
 			before[name] = &fstest.MapFile{Data: b}
 		}
 	}
-	if err := migrate(ctx, db, before, logger); err != nil {
+	if err := migrate(ctx, db, before, logger, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO webhook_secrets (tenant_id, ref, ciphertext, key_id, created_at) VALUES
 ('t2', 'webhook_secret_b', x'01', 'k_new', 200), ('t1', 'webhook_secret_a', x'01', 'k_old', 100)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrate(ctx, db, migrationFS, logger); err != nil {
+	if err := migrate(ctx, db, migrationFS, logger, nil); err != nil {
 		t.Fatal(err)
 	}
 	var id string

@@ -33,6 +33,9 @@ type Options struct {
 	// SkipMigrations leaves the schema alone: Open fails with a
 	// *store.PendingError when the database lacks a migration.
 	SkipMigrations bool
+	// Applied, when set, is told each migration this Open applied (not
+	// one another process applied meanwhile).
+	Applied func(store.Migration)
 }
 
 // Store is the SQLite implementation of [store.Store]. It is safe for
@@ -88,7 +91,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.SkipMigrations {
 		err = checkMigrated(ctx, w, migrationFS)
 	} else {
-		err = migrate(ctx, w, migrationFS, logger)
+		err = migrate(ctx, w, migrationFS, logger, opts.Applied)
 	}
 	if err != nil {
 		w.Close()
