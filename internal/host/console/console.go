@@ -378,11 +378,18 @@ func (c *Console) deadLettersPage(fc *fiber.Ctx, s *session) error {
 	if v := fc.Query("cursor"); v != "" {
 		q.Set("cursor", v)
 	}
-	if v := fc.Query("config_id"); v != "" {
-		q.Set("config_id", v)
+	filter := strings.TrimSpace(fc.Query("config_id"))
+	if filter != "" {
+		q.Set("config_id", filter)
 	}
 	var out map[string]any
 	err := c.call(ctx, s, http.MethodGet, "/v1/admin/webhooks/dead-letters?"+q.Encode(), "", nil, &out)
+	if out == nil {
+		out = map[string]any{}
+	}
+	// The filter follows the next page and the bulk replay, and stays in
+	// its box.
+	out["filter"] = filter
 	return c.show(fc, s, "dead-letters", out, err)
 }
 

@@ -239,6 +239,7 @@ func addDeliveries(t *testing.T, st store.Store, tenant string, n int) {
 				Message: []byte(`{"url":"https://r.example/hook"}`), NextAttemptAt: now + 3_600_000, CreatedAt: now, UpdatedAt: now}
 			if i%3 == 0 {
 				row.Status, row.DeadAt = store.OutboxDead, now
+				row.DeadLetter = fmt.Appendf(nil, `{"delivery_id":%q,"webhook_config_id":"cfg_1","webhook_config_version":1,"url":"https://r.example/hook","attempts":5,"sent_to_dlq_at":%d}`, row.DeliveryID, now)
 			}
 			items = append(items, store.Append{Fact: store.Fact{ID: factID, TenantID: tenant, Type: "webhook", Subtype: "triggered",
 				Timestamp: now, Data: []byte(`{}`), CreatedAt: now}, Outbox: row})

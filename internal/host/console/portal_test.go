@@ -179,3 +179,26 @@ func TestBulkReplayNeedsConfirmation(t *testing.T) {
 		t.Errorf("live key's bulk replay: %d, want 403", resp.StatusCode)
 	}
 }
+
+// The dead-letter filter follows the next page and the bulk replay, and
+// stays in its box.
+func TestDeadLetterFilterIsKept(t *testing.T) {
+	a := setup(t, app.Config{})
+	addDeliveries(t, a.Store, "acme", 200) // 67 dead letters of cfg_1
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, admin)
+	page := read(t, do(t, a, "GET", "/console/dead-letters?config_id=cfg_1", cookie, nil))
+	for _, want := range []string{
+		`<input id="config_id" name="config_id" value="cfg_1">`,
+		`href="/console/dead-letters/replay-all?config_id=cfg_1"`,
+		`&amp;config_id=cfg_1">Next page</a>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("filtered dead letters lack %s:\n%s", want, page)
+		}
+	}
+	confirm := read(t, do(t, a, "GET", "/console/dead-letters/replay-all?config_id=cfg_1", cookie, nil))
+	if !strings.Contains(confirm, "of config <code>cfg_1</code>") || !strings.Contains(confirm, `name="config_id" value="cfg_1"`) {
+		t.Errorf("the bulk replay from a filtered page is not the config's:\n%s", confirm)
+	}
+}
