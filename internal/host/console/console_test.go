@@ -207,6 +207,14 @@ func TestCSPIsStrict(t *testing.T) {
 	if regexp.MustCompile(`<script(?:\s[^>]*)?>\s*[^<\s]`).Match(b) || !strings.Contains(string(b), `src="/console/assets/htmx-`) {
 		t.Errorf("sign-in page has an inline script or no embedded htmx:\n%s", b)
 	}
+	// Every page names its icon, served from the embedded assets, so a
+	// browser does not ask for /favicon.ico (a 404 in its console).
+	if !strings.Contains(string(b), `<link rel="icon" href="/console/assets/favicon.svg"`) {
+		t.Errorf("sign-in page names no icon:\n%s", b)
+	}
+	if resp := do(t, a, "GET", "/console/assets/favicon.svg", "", nil); resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("favicon: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 }
 
 // Sessions live in the store: a session signed in on one process is
