@@ -55,6 +55,12 @@ func TestRevokedKey(t *testing.T) {
 func TestAdminOnly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		h.req("GET", "/v1/admin/keys", h.keyA, nil).wantProblem(t, 403, "forbidden", "Forbidden", "This endpoint requires an admin API key")
+		// Names are labels for people: at most 200 characters.
+		h.req("POST", "/v1/admin/keys", h.adminA, map[string]any{"mode": "test", "name": strings.Repeat("é", 201)}).
+			wantProblem(t, 400, "validation-failed", "Validation Failed", "")
+		h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "pricing", "name": strings.Repeat("n", 201), "settings": map[string]any{}}).
+			wantProblem(t, 400, "validation-failed", "Validation Failed", "")
+		h.req("POST", "/v1/admin/keys", h.adminA, map[string]any{"mode": "test", "name": strings.Repeat("é", 200)}).wantStatus(t, 201)
 		r := h.req("POST", "/v1/admin/keys", h.adminA, map[string]any{"mode": "test", "name": "ci"}).wantStatus(t, 201)
 		newKey := str(r.data()["key"])
 		if !strings.HasPrefix(newKey, "fl_test_") {

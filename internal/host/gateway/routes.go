@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -475,6 +477,9 @@ func (s *Server) createKey(c *fiber.Ctx) error {
 	mode, name := in.str("mode"), in.str("name")
 	if mode != "" && !auth.ValidMode(mode) {
 		in.errs = append(in.errs, problem.FieldError{Field: "mode", Code: problem.CodeEnum, Message: "mode must be one of live, test, admin"})
+	}
+	if utf8.RuneCountInString(name) > platform.MaxNameLength {
+		in.errs = append(in.errs, problem.FieldError{Field: "name", Code: problem.CodeRange, Message: fmt.Sprintf("name must be at most %d characters", platform.MaxNameLength)})
 	}
 	if err := in.err(); err != nil {
 		return err

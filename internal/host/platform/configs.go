@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"unicode/utf8"
 
 	"github.com/factline/factline/internal/host/id"
 	"github.com/factline/factline/internal/host/problem"
@@ -130,8 +131,15 @@ func (s *Service) configErrors(ctx context.Context, tenant string, in *ConfigInp
 	if in.EffectiveAt < 0 {
 		errs = append(errs, problem.FieldError{Field: "effective_at", Code: problem.CodeRange, Message: "effective_at must be milliseconds since the epoch"})
 	}
+	if utf8.RuneCountInString(in.Name) > MaxNameLength {
+		errs = append(errs, problem.FieldError{Field: "name", Code: problem.CodeRange, Message: fmt.Sprintf("name must be at most %d characters", MaxNameLength)})
+	}
 	return errs
 }
+
+// MaxNameLength bounds the name of a config or an API key: a label for
+// people, shown in lists and the console.
+const MaxNameLength = 200
 
 // CreateConfig stores version 1 of a new config, status active.
 func (s *Service) CreateConfig(ctx context.Context, tenant string, in ConfigInput) (*store.Config, error) {

@@ -46,6 +46,8 @@ func TestConfigValidation(t *testing.T) {
 		{"url host without a dot", with("url", "https://localhost/in"), [2]string{}, "settings.url", problem.CodeFormat},
 		{"url with credentials", with("url", "https://u:p@hooks.example.com/"), [2]string{}, "settings.url", problem.CodeFormat},
 		{"url not a string", with("url", num("1")), [2]string{}, "settings.url", problem.CodeType},
+		{"url of 2048 bytes", with("url", "https://hooks.example.com/"+strings.Repeat("a", 2048-26)), [2]string{}, "", ""},
+		{"url over 2048 bytes", with("url", "https://hooks.example.com/"+strings.Repeat("a", 2048-25)), [2]string{}, "settings.url", problem.CodeFormat},
 		{"secret_ref required", with("secret_ref", nil), [2]string{}, "settings.secret_ref", problem.CodeRequired},
 		{"inline secret as ref", with("secret_ref", "whsec_abc"), [2]string{}, "settings.secret_ref", problem.CodeFormat},
 		{"secret_ref upper case", with("secret_ref", "webhook_secret_ABC"), [2]string{}, "settings.secret_ref", problem.CodeFormat},

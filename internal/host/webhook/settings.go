@@ -231,8 +231,15 @@ func ParseSettings(m map[string]any) (Settings, []problem.FieldError) {
 	return s, errs
 }
 
+// maxURLLength bounds a webhook URL, as common HTTP servers and proxies
+// bound a request line.
+const maxURLLength = 2048
+
 // checkURL returns what is wrong with a webhook URL, or "".
 func checkURL(raw string) string {
+	if len(raw) > maxURLLength {
+		return fmt.Sprintf("url must be at most %d bytes", maxURLLength)
+	}
 	rest, ok := strings.CutPrefix(raw, "https://")
 	if !ok || rest == "" {
 		return "url must start with https:// followed by a host"
