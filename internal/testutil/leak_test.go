@@ -20,14 +20,20 @@ func TestLeftGoroutine(t *testing.T) {
 // goroutine running fails in Main, naming it.
 func TestMainFailsOnLeftGoroutines(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLeftGoroutine$", "-test.count=1")
 	// The goroutine never ends: waiting the usual 15 s for it proves nothing.
-	cmd.Env = append(os.Environ(), "FACTLINE_TESTUTIL_LEAK=1", "FACTLINE_TESTUTIL_LEAK_WAIT=1s")
-	out, err := cmd.CombinedOutput()
+	out, err := runChild("TestLeftGoroutine", "FACTLINE_TESTUTIL_LEAK=1", "FACTLINE_TESTUTIL_LEAK_WAIT=1s")
 	if err == nil {
 		t.Fatalf("the leaking binary passed:\n%s", out)
 	}
 	if !strings.Contains(string(out), "goroutines left running") || !strings.Contains(string(out), "TestLeftGoroutine") {
 		t.Fatalf("the failure does not name the left goroutine:\n%s", out)
 	}
+}
+
+// runChild runs one test of this binary in a child process, through its
+// TestMain, with env added; it returns what the child printed.
+func runChild(test string, env ...string) ([]byte, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	return cmd.CombinedOutput()
 }

@@ -3,7 +3,6 @@ package testutil_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,9 +31,7 @@ func TestMakeTempDir(t *testing.T) {
 // (which exits the process, so a deferred RemoveAll would not run).
 func TestTempDirRemovedByMain(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMakeTempDir$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "FACTLINE_TESTUTIL_TEMPDIR=1")
-	out, err := cmd.CombinedOutput()
+	out, err := runChild("TestMakeTempDir", "FACTLINE_TESTUTIL_TEMPDIR=1")
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}

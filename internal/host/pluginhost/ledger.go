@@ -127,11 +127,15 @@ var (
 // NotReady implements ledger.Loader: the loading problem while the plugin
 // is not loaded here but still loading at start-up.
 func (l *pluginLedger) NotReady() error {
-	if _, ok := l.current(); !ok && l.loading != nil && l.loading(l.name) {
+	if _, ok := l.current(); !ok && l.stillLoading() {
 		return l.errLoading()
 	}
 	return nil
 }
+
+// stillLoading reports whether the plugin, not loaded here, is one still
+// loading at start-up (rather than one to stand in for with the fallback).
+func (l *pluginLedger) stillLoading() bool { return l.loading != nil && l.loading(l.name) }
 
 func (l *pluginLedger) current() (*wasm.Plugin, bool) {
 	p, ok := l.reg.Get(l.name)
@@ -176,7 +180,7 @@ func (l *pluginLedger) Commands() []ledger.CommandSpec {
 func (l *pluginLedger) Decide(ctx context.Context, state json.RawMessage, cmd ledger.Command) (ledger.Decision, error) {
 	p, ok := l.current()
 	if !ok {
-		if l.loading != nil && l.loading(l.name) {
+		if l.stillLoading() {
 			return ledger.Decision{}, l.errLoading()
 		}
 		return l.fallback.Decide(ctx, state, cmd)
@@ -206,7 +210,7 @@ func (l *pluginLedger) Decide(ctx context.Context, state json.RawMessage, cmd le
 func (l *pluginLedger) Evolve(ctx context.Context, state json.RawMessage, fact json.RawMessage) (json.RawMessage, error) {
 	p, ok := l.current()
 	if !ok {
-		if l.loading != nil && l.loading(l.name) {
+		if l.stillLoading() {
 			return nil, l.errLoading()
 		}
 		return l.fallback.Evolve(ctx, state, fact)
