@@ -24,5 +24,6 @@ func (a *App) mountConsole(authn *auth.Authenticator) error {
 		return err
 	}
 	c.Mount(a.Server.App())
+	a.Server.ProblemPages(console.Prefix, c.ProblemPage)
 	return nil
 }

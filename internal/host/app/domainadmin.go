@@ -52,7 +52,7 @@ func (a *App) domainRoutes() []gateway.Route {
 		if gateway.Tenant(c) != a.cfg.OperatorTenant {
 			return "", problem.Newf(problem.Forbidden, "The domain model is managed by admin keys of the operator tenant (%s)", a.cfg.OperatorTenant)
 		}
-		name := strings.Clone(c.Params("name"))
+		name := gateway.Param(c, "name")
 		if !layerNameRe.MatchString(name) {
 			return "", problem.Newf(problem.BadRequest, "Domain manifest name %q must be 1 to 64 lowercase letters, digits, '_' or '-', starting with a letter or digit", name)
 		}

@@ -23,6 +23,8 @@ type apiError struct {
 	Title  string       `json:"title"`
 	Detail string       `json:"detail"`
 	Errors []fieldError `json:"errors"`
+	// TraceID is the failed request's id, to quote in a report.
+	TraceID string `json:"trace_id"`
 }
 
 // fieldError is one entry of a problem's errors.

@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
 	"github.com/factline/factline/internal/host/auth"
+	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/store"
 )
@@ -276,6 +277,18 @@ func (c *Console) done(fc *fiber.Ctx, s *session, view string, notice string, er
 	return fc.Redirect(Prefix+view+"?done="+url.QueryEscape(notice), fiber.StatusSeeOther)
 }
 
+// ProblemPage renders a problem the gateway answers to a browser under
+// the console (gateway.Server.ProblemPages): the refusals that come before
+// a page handler runs (no session, a bad CSRF token, an oversized body,
+// an unknown path) read as a console page, not as raw JSON.
+func (c *Console) ProblemPage(fc *fiber.Ctx, p problem.Body) error {
+	perr := &apiError{Status: p.Status, Title: p.Title, Detail: p.Detail, TraceID: p.TraceID}
+	for _, fe := range p.Errors {
+		perr.Errors = append(perr.Errors, fieldError{Field: fe.Field, Message: fe.Message})
+	}
+	return c.render(fc, nil, p.Status, "message", map[string]any{"signIn": p.Status == fiber.StatusUnauthorized}, perr)
+}
+
 func (c *Console) signInPage(fc *fiber.Ctx) error {
 	return c.render(fc, nil, fiber.StatusOK, "sign-in", nil, nil)
 }
@@ -366,7 +379,7 @@ func (c *Console) uploadPlugin(fc *fiber.Ctx, s *session) error {
 func (c *Console) rollbackPlugin(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	name := fc.Params("name")
+	name := gateway.Param(fc, "name")
 	err := c.call(ctx, s, http.MethodPost, "/v1/admin/plugins/"+url.PathEscape(name)+"/rollback", "", nil, nil)
 	return c.done(fc, s, "/plugins", "Plugin "+name+" rolled back", err)
 }
@@ -396,7 +409,7 @@ func (c *Console) deadLettersPage(fc *fiber.Ctx, s *session) error {
 func (c *Console) replay(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	id := fc.Params("id")
+	id := gateway.Param(fc, "id")
 	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/dead-letters/"+url.PathEscape(id)+"/replay", "", nil, nil)
 	return c.done(fc, s, "/dead-letters", "Delivery "+id+" replayed", err)
 }
@@ -420,7 +433,7 @@ func (c *Console) rotateSecret(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	var out map[string]any
-	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(fc.Params("id"))+"/rotate-secret", "", nil, &out)
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(gateway.Param(fc, "id"))+"/rotate-secret", "", nil, &out)
 	var pe *apiError
 	if errors.As(err, &pe) || err != nil {
 		return c.done(fc, s, "/webhooks", "", err)
@@ -432,7 +445,7 @@ func (c *Console) rotateSecret(fc *fiber.Ctx, s *session) error {
 func (c *Console) resume(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	id := fc.Params("id")
+	id := gateway.Param(fc, "id")
 	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(id)+"/resume", "", nil, nil)
 	return c.done(fc, s, "/webhooks", "Webhook "+id+" resumed", err)
 }

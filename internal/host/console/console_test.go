@@ -154,6 +154,75 @@ func TestWriteWithoutCSRFTokenIsRefused(t *testing.T) {
 	}
 }
 
+// What the gateway refuses before a console page runs reads as a console
+// page in a browser (a request that accepts text/html), and stays
+// problem+json for any other client.
+func TestRefusalsBeforeAPageArePages(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	send := func(method, path, cookie, accept string, body io.Reader) *http.Response {
+		r := httptest.NewRequest(method, path, body)
+		if body != nil {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if cookie != "" {
+			r.Header.Set("Cookie", console.CookieName+"="+cookie)
+		}
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		resp, err := a.Server.App().Test(r, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	big := "csrf=x&pad=" + strings.Repeat("a", 2<<20)
+	for _, tc := range []struct {
+		name, method, path, cookie string
+		body                       string
+		status                     int
+		says                       string
+	}{
+		{"no session", "POST", "/console/keys", "", "csrf=x", 401, "Sign in to the console first"},
+		{"bad CSRF token", "POST", "/console/keys", cookie, "csrf=wrong", 403, "Missing or invalid CSRF token"},
+		{"unknown page", "GET", "/console/no-such-page", cookie, "", 404, "No route matches"},
+		{"oversized body", "POST", "/console/keys", cookie, big, 413, "Payload Too Large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			resp := send(tc.method, tc.path, tc.cookie, browser, body)
+			page := read(t, resp)
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+				!strings.Contains(page, `<div class="problem" role="alert" id="problem">`) || !strings.Contains(page, tc.says) ||
+				!strings.Contains(page, `<link rel="stylesheet" href="/console/assets/console.css">`) || !strings.Contains(page, "Trace id") {
+				t.Fatalf("browser: %d %s, want a %d console page saying %q:\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status, tc.says, page)
+			}
+			if tc.status == 401 && !strings.Contains(page, `href="/console/sign-in"`) {
+				t.Errorf("the 401 page has no sign-in link:\n%s", page)
+			}
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			resp = send(tc.method, tc.path, tc.cookie, "", body)
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+				t.Fatalf("API client: %d %s, want a %d problem", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status)
+			}
+		})
+	}
+	// Outside the console a browser still gets problem+json.
+	resp := send("GET", "/v1/no-such-route", "", browser, nil)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("/v1 for a browser: %s, want problem+json", resp.Header.Get("Content-Type"))
+	}
+}
+
 func TestSignOutEndsSession(t *testing.T) {
 	a := setup(t, app.Config{})
 	key, _ := newKey(t, a, "acme", auth.ModeAdmin)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/problem"
 )
 
@@ -80,6 +81,6 @@ func (c *Console) deliveryPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	var out map[string]any
-	err := c.call(ctx, s, http.MethodGet, "/v1/webhooks/deliveries/"+url.PathEscape(fc.Params("id")), "", nil, &out)
+	err := c.call(ctx, s, http.MethodGet, "/v1/webhooks/deliveries/"+url.PathEscape(gateway.Param(fc, "id")), "", nil, &out)
 	return c.show(fc, s, "delivery", out, err)
 }

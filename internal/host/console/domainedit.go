@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/gateway"
 )
 
 // putDomainLayer installs or replaces one stored domain manifest through
@@ -31,7 +33,7 @@ func (c *Console) putDomainLayer(fc *fiber.Ctx, s *session) error {
 func (c *Console) deleteDomainLayer(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	name := fc.Params("name")
+	name := gateway.Param(fc, "name")
 	if fc.FormValue("confirm") != "yes" {
 		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
 			&apiError{Status: 400, Title: "Bad Request", Detail: "Tick the box to confirm removing domain manifest " + name})

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/gateway"
 )
 
 // keysPage lists the tenant's API keys (GET /v1/admin/keys).
@@ -39,7 +41,7 @@ func (c *Console) createKey(fc *fiber.Ctx, s *session) error {
 func (c *Console) revokeKey(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	id := fc.Params("id")
+	id := gateway.Param(fc, "id")
 	err := c.call(ctx, s, http.MethodDelete, "/v1/admin/keys/"+url.PathEscape(id), "", nil, nil)
 	return c.done(fc, s, "/keys", "Key "+id+" revoked", err)
 }

@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/factline/factline/internal/host/gateway"
 )
 
 // Webhook config management for tenant admins: create, edit as a new
@@ -114,9 +116,15 @@ func (c *Console) webhookConfig(ctx context.Context, s *session, id string) (map
 func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	cfg, err := c.webhookConfig(ctx, s, fc.Params("id"))
+	cfg, err := c.webhookConfig(ctx, s, gateway.Param(fc, "id"))
 	if err != nil {
 		return c.show(fc, s, "webhook-form", nil, err)
+	}
+	if st := str(cfg["status"]); st != "active" {
+		// The API refuses to update an archived config: say so before
+		// the user edits anything.
+		return c.render(fc, s, fiber.StatusConflict, "message", nil, &apiError{Status: 409, Title: "Conflict",
+			Detail: "Webhook " + str(cfg["id"]) + " is " + st + "; only an active config can be edited"})
 	}
 	f := &webhookForm{ID: str(cfg["id"]), Version: num(cfg["version"]), Name: str(cfg["name"]), Refs: c.secretRefs(ctx, s)}
 	st, _ := cfg["settings"].(map[string]any)
@@ -137,7 +145,7 @@ func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
 // readForm takes the posted form as the user typed it.
 func readForm(fc *fiber.Ctx) *webhookForm {
 	v := func(k string) string { return strings.TrimSpace(fc.FormValue(k)) }
-	return &webhookForm{ID: strings.Clone(fc.Params("id")), Version: v("version"), Name: v("name"), URL: v("url"),
+	return &webhookForm{ID: gateway.Param(fc, "id"), Version: v("version"), Name: v("name"), URL: v("url"),
 		Triggers: v("triggers"), SecretRef: v("secret_ref"), NewSecret: fc.FormValue("new_secret") == "yes",
 		MaxAttempts: v("max_attempts"), Timeout: v("timeout_seconds")}
 }
@@ -176,46 +184,32 @@ func (f *webhookForm) apply(settings map[string]any) {
 	}
 }
 
-// saveWebhook creates (no id) or updates a webhook config from the form,
-// first creating a secret when asked. A refusal shows the form again as
+// saveWebhook creates (no id) or updates a webhook config from the form.
+// A new secret, when asked for, is created only once the API has refused
+// the config for nothing but its missing secret_ref, so a form refused for
+// anything else leaves no secret behind. A refusal shows the form again as
 // typed, each problem beside its field.
 func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	f := readForm(fc)
-	var created map[string]any
 	if f.NewSecret {
+		f.SecretRef = ""
+	}
+	cfg, err := c.sendWebhook(ctx, s, f)
+	var created map[string]any
+	if f.NewSecret && onlySecretRefRefused(err) {
 		if err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/secrets", "", nil, &created); err != nil {
 			return c.formProblem(fc, s, f, err)
 		}
 		f.SecretRef, f.NewSecret = str(created["secret_ref"]), false
-	}
-	var err error
-	var cfg map[string]any
-	if f.ID == "" {
-		settings := map[string]any{}
-		f.apply(settings)
-		body, _ := json.Marshal(map[string]any{"type": "webhook", "name": f.Name, "settings": settings})
-		err = c.call(ctx, s, http.MethodPost, "/v1/configs", "application/json", body, &cfg)
-	} else {
-		var cur map[string]any
-		cur, err = c.webhookConfig(ctx, s, f.ID)
-		if err == nil {
-			settings, _ := cur["settings"].(map[string]any)
-			if settings == nil {
-				settings = map[string]any{}
-			}
-			f.apply(settings)
-			in := map[string]any{"name": f.Name, "settings": settings}
-			if v, perr := strconv.ParseInt(f.Version, 10, 64); perr == nil {
-				in["version"] = v // a concurrent edit is a 409, not lost
-			}
-			body, _ := json.Marshal(in)
-			err = c.call(ctx, s, http.MethodPut, "/v1/configs/"+url.PathEscape(f.ID), "application/json", body, &cfg)
-		}
+		cfg, err = c.sendWebhook(ctx, s, f)
 	}
 	if err != nil {
 		f.Created = created
+		if f.NewSecret {
+			err = withoutSecretRefErrors(err)
+		}
 		return c.formProblem(fc, s, f, err)
 	}
 	notice := "Webhook " + str(cfg["id"]) + " saved as version " + num(cfg["version"])
@@ -224,6 +218,69 @@ func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
 		return c.render(fc, s, fiber.StatusOK, "webhook-secret", map[string]any{"notice": notice, "secret": created, "config": cfg}, nil)
 	}
 	return c.done(fc, s, "/webhooks", notice, nil)
+}
+
+// sendWebhook creates or updates the form's config through the API.
+func (c *Console) sendWebhook(ctx context.Context, s *session, f *webhookForm) (map[string]any, error) {
+	var cfg map[string]any
+	if f.ID == "" {
+		settings := map[string]any{}
+		f.apply(settings)
+		body, _ := json.Marshal(map[string]any{"type": "webhook", "name": f.Name, "settings": settings})
+		err := c.call(ctx, s, http.MethodPost, "/v1/configs", "application/json", body, &cfg)
+		return cfg, err
+	}
+	cur, err := c.webhookConfig(ctx, s, f.ID)
+	if err != nil {
+		return nil, err
+	}
+	settings, _ := cur["settings"].(map[string]any)
+	if settings == nil {
+		settings = map[string]any{}
+	}
+	f.apply(settings)
+	in := map[string]any{"name": f.Name, "settings": settings}
+	if v, perr := strconv.ParseInt(f.Version, 10, 64); perr == nil {
+		in["version"] = v // a concurrent edit is a 409, not lost
+	}
+	body, _ := json.Marshal(in)
+	err = c.call(ctx, s, http.MethodPut, "/v1/configs/"+url.PathEscape(f.ID), "application/json", body, &cfg)
+	return cfg, err
+}
+
+// withoutSecretRefErrors drops the missing secret_ref from a refusal of a
+// form that asked for a new secret: that secret is made once the rest is
+// accepted, and the user has nothing to fix there.
+func withoutSecretRefErrors(err error) error {
+	var pe *apiError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	out := *pe
+	out.Errors = nil
+	for _, fe := range pe.Errors {
+		if fe.Field != "settings.secret_ref" {
+			out.Errors = append(out.Errors, fe)
+		}
+	}
+	return &out
+}
+
+// onlySecretRefRefused reports whether err is a validation problem whose
+// only field error is settings.secret_ref: the config is good but for the
+// secret the form asked to create. The API validates before it writes, so
+// that refusal stored nothing.
+func onlySecretRefRefused(err error) bool {
+	var pe *apiError
+	if !errors.As(err, &pe) || pe.Status != http.StatusBadRequest || len(pe.Errors) == 0 {
+		return false
+	}
+	for _, fe := range pe.Errors {
+		if fe.Field != "settings.secret_ref" {
+			return false
+		}
+	}
+	return true
 }
 
 // formProblem shows the form again with the API's problem.
@@ -274,7 +331,7 @@ func formField(apiField string) string {
 func (c *Console) archiveWebhookPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	cfg, err := c.webhookConfig(ctx, s, fc.Params("id"))
+	cfg, err := c.webhookConfig(ctx, s, gateway.Param(fc, "id"))
 	return c.show(fc, s, "webhook-archive", cfg, err)
 }
 
@@ -286,7 +343,7 @@ func (c *Console) archiveWebhook(fc *fiber.Ctx, s *session) error {
 		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
 			&apiError{Status: 400, Title: "Bad Request", Detail: "Confirm the archive first"})
 	}
-	id := strings.Clone(fc.Params("id"))
+	id := gateway.Param(fc, "id")
 	err := c.call(ctx, s, http.MethodDelete, "/v1/configs/"+url.PathEscape(id), "", nil, nil)
 	return c.done(fc, s, "/webhooks", "Webhook "+id+" archived", err)
 }
@@ -295,7 +352,7 @@ func (c *Console) archiveWebhook(fc *fiber.Ctx, s *session) error {
 func (c *Console) pauseWebhook(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	id := strings.Clone(fc.Params("id"))
+	id := gateway.Param(fc, "id")
 	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(id)+"/pause", "", nil, nil)
 	return c.done(fc, s, "/webhooks", "Webhook "+id+" paused", err)
 }

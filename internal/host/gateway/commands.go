@@ -34,8 +34,8 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	if s.allowedMethods(c.Path()) != "" {
 		return s.routeMiss(c)
 	}
-	entityID := c.Params("id")
-	path := "/" + strings.Trim(c.Params("*"), "/")
+	entityID := Param(c, "id")
+	path := "/" + strings.Trim(Param(c, "*"), "/")
 	// The type comes from the stored entity; ?entity_type= names it up
 	// front, as on GET /v1/entities/:id, so an unknown type is the
 	// contract's 400 whether or not the entity exists.

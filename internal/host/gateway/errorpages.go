@@ -13,7 +13,7 @@ import (
 // errorPage serves the human page of a problem type at /errors/:slug, so a
 // problem's `type` URI resolves when --docs-url points at this server.
 func (s *Server) errorPage(c *fiber.Ctx) error {
-	slug := c.Params("slug")
+	slug := Param(c, "slug")
 	for _, k := range problem.Catalogue {
 		if k.Slug != slug {
 			continue

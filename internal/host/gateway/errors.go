@@ -40,12 +40,49 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		}
 	}
 	c.Status(pe.Kind.Status)
+	if render := s.problemPage(c); render != nil {
+		return render(c, pe.Body(s.cfg.DocsURL, rid))
+	}
 	b, merr := jsonMarshal(pe.Body(s.cfg.DocsURL, rid))
 	if merr != nil {
 		return merr
 	}
 	c.Set(fiber.HeaderContentType, problem.ContentType)
 	return c.Send(b)
+}
+
+// problemPages renders the problems of requests under prefix as pages.
+type problemPages struct {
+	prefix string
+	render func(c *fiber.Ctx, p problem.Body) error
+}
+
+// ProblemPages has every problem answered to a browser under prefix (a
+// request that accepts text/html, or an htmx request) rendered by render
+// instead of as problem+json: a page the user can read and leave, for the
+// refusals that come before any page handler runs (no session, a bad
+// CSRF token, an oversized body, an unknown path). The status and headers
+// (Retry-After, Allow) are set before render runs. Register before
+// serving.
+func (s *Server) ProblemPages(prefix string, render func(c *fiber.Ctx, p problem.Body) error) {
+	s.pages = append(s.pages, problemPages{prefix: strings.TrimSuffix(prefix, "/"), render: render})
+}
+
+// problemPage returns the renderer for c's problem, or nil for JSON.
+func (s *Server) problemPage(c *fiber.Ctx) func(c *fiber.Ctx, p problem.Body) error {
+	if len(s.pages) == 0 {
+		return nil
+	}
+	if !strings.Contains(c.Get(fiber.HeaderAccept), "text/html") && c.Get("HX-Request") != "true" {
+		return nil
+	}
+	path := c.Path()
+	for _, p := range s.pages {
+		if path == p.prefix || strings.HasPrefix(path, p.prefix+"/") {
+			return p.render
+		}
+	}
+	return nil
 }
 
 // toProblem maps any error to a problem: ours pass through, fiber's keep

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -33,6 +35,23 @@ func Tenant(c *fiber.Ctx) string { return tenant(c) }
 
 // Context returns the request's context, with its deadline.
 func Context(c *fiber.Ctx) context.Context { return ctx(c) }
+
+// Param returns a path parameter decoded: fiber's Params are the raw,
+// still percent-encoded path bytes, so /v1/configs/cfg%5Fa would not
+// find cfg_a and an error detail would quote the escapes. The value is a
+// copy, safe to keep after the request. A parameter that does not decode
+// is returned as sent, for the handler to refuse.
+func Param(c *fiber.Ctx, name string) string {
+	raw := c.Params(name)
+	if strings.IndexByte(raw, '%') < 0 {
+		return strings.Clone(raw)
+	}
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return strings.Clone(raw)
+	}
+	return v
+}
 
 // RequestID returns the request's id.
 func RequestID(c *fiber.Ctx) string { return requestID(c) }

@@ -108,6 +108,19 @@ func TestCreateAndGetEntity(t *testing.T) {
 	})
 }
 
+// Path parameters are matched decoded (fiber's are the raw path bytes): an
+// id sent percent-encoded finds its entity, and a detail quotes the id
+// the client meant, not its escapes.
+func TestPercentEncodedPathParameters(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		h.req("POST", "/v1/entities", h.keyA, map[string]any{"type": "asset", "id": "line_1", "name": "Line", "status": "on", "identifier": "x", "subtype": "phone"}).wantStatus(t, 201)
+		if g := h.req("GET", "/v1/entities/line%5F1?entity_type=asset", h.keyA, nil).wantStatus(t, 200).data(); str(g["id"]) != "line_1" {
+			t.Fatalf("get by encoded id: %v", g)
+		}
+		h.req("GET", "/v1/facts/fct%3Cx%3E", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "Fact fct<x> not found")
+	})
+}
+
 func TestEntityErrors(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		h.req("POST", "/v1/entities", h.keyA, map[string]any{"type": "spaceship", "name": "x"}).

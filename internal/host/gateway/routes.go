@@ -133,7 +133,7 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 }
 
 func (s *Server) getEntity(c *fiber.Ctx) error {
-	e, err := s.platform.GetEntity(ctx(c), tenant(c), c.Params("id"), c.Query("entity_type"))
+	e, err := s.platform.GetEntity(ctx(c), tenant(c), Param(c, "id"), c.Query("entity_type"))
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	if typ == "" {
 		typ = c.Query("entity_type")
 	}
-	e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: c.Params("id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta})
+	e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: Param(c, "id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta})
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) listEntityFacts(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.platform.ListEntityFacts(ctx(c), tenant(c), c.Params("id"), c.Query("cursor"), limit)
+	page, err := s.platform.ListEntityFacts(ctx(c), tenant(c), Param(c, "id"), c.Query("cursor"), limit)
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 }
 
 func (s *Server) getFact(c *fiber.Ctx) error {
-	f, err := s.platform.GetFact(ctx(c), tenant(c), c.Params("id"))
+	f, err := s.platform.GetFact(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func (s *Server) createConfig(c *fiber.Ctx) error {
 }
 
 func (s *Server) getConfig(c *fiber.Ctx) error {
-	cfg, err := s.platform.GetConfig(ctx(c), tenant(c), c.Params("id"))
+	cfg, err := s.platform.GetConfig(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -372,12 +372,12 @@ func (s *Server) updateConfig(c *fiber.Ctx) error {
 	}
 	ci, in := configInput(m, false)
 	if err := in.errWith(func() []problem.FieldError {
-		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), c.Params("id"), ci)
+		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), Param(c, "id"), ci)
 		return errs
 	}); err != nil {
 		return err
 	}
-	cfg, err := s.platform.UpdateConfig(ctx(c), tenant(c), c.Params("id"), ci)
+	cfg, err := s.platform.UpdateConfig(ctx(c), tenant(c), Param(c, "id"), ci)
 	if err != nil {
 		return err
 	}
@@ -385,7 +385,7 @@ func (s *Server) updateConfig(c *fiber.Ctx) error {
 }
 
 func (s *Server) archiveConfig(c *fiber.Ctx) error {
-	cfg, err := s.platform.ArchiveConfig(ctx(c), tenant(c), c.Params("id"))
+	cfg, err := s.platform.ArchiveConfig(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -393,7 +393,7 @@ func (s *Server) archiveConfig(c *fiber.Ctx) error {
 }
 
 func (s *Server) configVersions(c *fiber.Ctx) error {
-	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), c.Params("id"))
+	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -409,7 +409,7 @@ func (s *Server) configVersion(c *fiber.Ctx) error {
 	if err != nil || v < 1 {
 		return problem.Validation([]problem.FieldError{{Field: "version", Code: problem.CodeType, Message: "version must be a positive integer"}})
 	}
-	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), c.Params("id"))
+	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
 	}
@@ -418,7 +418,7 @@ func (s *Server) configVersion(c *fiber.Ctx) error {
 			return respond(c, fiber.StatusOK, platform.NewConfigView(&vs[i]))
 		}
 	}
-	return problem.Newf(problem.NotFound, "Config %s has no version %d", c.Params("id"), v)
+	return problem.Newf(problem.NotFound, "Config %s has no version %d", Param(c, "id"), v)
 }
 
 func (s *Server) listConfigs(c *fiber.Ctx) error {
@@ -497,7 +497,7 @@ func (s *Server) revokeKey(c *fiber.Ctx) error {
 		return err
 	}
 	for i := range keys {
-		if keys[i].ID == c.Params("id") {
+		if keys[i].ID == Param(c, "id") {
 			if err := s.auth.Revoke(ctx(c), keys[i].ID); err != nil {
 				return err
 			}
@@ -506,5 +506,5 @@ func (s *Server) revokeKey(c *fiber.Ctx) error {
 			return respond(c, fiber.StatusOK, newKeyView(&keys[i]))
 		}
 	}
-	return problem.Newf(problem.NotFound, "API key %s not found", c.Params("id"))
+	return problem.Newf(problem.NotFound, "API key %s not found", Param(c, "id"))
 }

@@ -111,6 +111,8 @@ type Server struct {
 	// silentGrace is how long Shutdown lets a connection that has sent
 	// nothing stay open (silentConnGrace; shorter in tests).
 	silentGrace time.Duration
+	// pages render the problems of browser requests under a prefix.
+	pages []problemPages
 }
 
 // New builds the server and registers the platform routes.

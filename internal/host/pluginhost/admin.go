@@ -70,7 +70,7 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 			return problem.Newf(problem.PayloadTooLarge, "A plugin may be at most %d bytes", MaxModuleBytes)
 		}
 		module := append([]byte(nil), body...) // fiber reuses the body
-		name := strings.Clone(c.Params("name"))
+		name := gateway.Param(c, "name")
 		prev, hadPrev := m.Registry().Get(name)
 		p, err := m.Install(gateway.Context(c), name, module)
 		if err != nil {
@@ -86,7 +86,7 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		if err := operator(c); err != nil {
 			return err
 		}
-		name := strings.Clone(c.Params("name"))
+		name := gateway.Param(c, "name")
 		if _, ok := m.Registry().Get(name); !ok {
 			return problem.Newf(problem.NotFound, "Plugin %s not found", name)
 		}
@@ -100,7 +100,7 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		return gateway.Respond(c, fiber.StatusOK, info(m, p))
 	}
 	rebuild := func(c *fiber.Ctx) error {
-		res, err := p.RebuildSnapshots(gateway.Context(c), gateway.Tenant(c), strings.Clone(c.Params("type")))
+		res, err := p.RebuildSnapshots(gateway.Context(c), gateway.Tenant(c), gateway.Param(c, "type"))
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package projector
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -53,7 +52,7 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleQuery(c *fiber.Ctx) error {
-	name := strings.Clone(c.Params("id"))
+	name := gateway.Param(c, "id")
 	var filters map[string]any
 	if len(c.Body()) > 0 {
 		body, _, err := gateway.ReadJSON(c)

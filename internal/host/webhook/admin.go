@@ -172,7 +172,7 @@ func (s *Service) routes() []gateway.Route {
 }
 
 // param copies a path parameter (fiber reuses request memory).
-func param(c *fiber.Ctx, name string) string { return strings.Clone(c.Params(name)) }
+func param(c *fiber.Ctx, name string) string { return gateway.Param(c, name) }
 
 func (s *Service) handleCreateSecret(c *fiber.Ctx) error {
 	v, err := s.CreateSecret(gateway.Context(c), gateway.Tenant(c))

@@ -4,6 +4,9 @@
 // left on #chart as data-series, so tests can compare it with the API.
 (function () {
   "use strict";
+  // One point would get uPlot's default time range, years wide: an hour
+  // either side of it reads better.
+  function xRange(u, min, max) { return min === max ? [min - 3600, max + 3600] : [min, max]; }
   function draw() {
     var box = document.getElementById("chart");
     var table = document.getElementById("chart-data");
@@ -45,7 +48,7 @@
       return { label: g || metric, stroke: colours[i % colours.length], width: 2, points: { show: true } };
     }));
     box.textContent = "";
-    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true } } }, data, box);
+    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } } }, data, box);
     box.dataset.metric = metric;
     box.dataset.series = JSON.stringify({ groups: groups, data: data });
   }

@@ -5,6 +5,9 @@
 // with the API.
 (function () {
   "use strict";
+  // One point would get uPlot's default time range, years wide: an hour
+  // either side of it reads better.
+  function xRange(u, min, max) { return min === max ? [min - 3600, max + 3600] : [min, max]; }
   function draw() {
     var boxes = document.querySelectorAll("div.timechart");
     if (!boxes.length) return;
@@ -31,7 +34,7 @@
         return { label: n, stroke: colours[i % colours.length], width: 2, points: { show: true }, spanGaps: false };
       }));
       box.textContent = "";
-      new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 260, series: series, scales: { x: { time: true } } }, data, box);
+      new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 260, series: series, scales: { x: { time: true, range: xRange } } }, data, box);
       box.dataset.plotted = JSON.stringify({ series: names, data: data });
     });
   }
