@@ -9,7 +9,8 @@ package main_test
 //   - `go get github.com/factline/factline@latest` needs the module proxy to
 //     hold the module; the test requires it from this checkout instead
 //     (`go mod edit -require -replace`), and the guide's own `go mod tidy`
-//     does the rest. Go runs with GOPROXY=off: nothing is downloaded.
+//     does the rest. Go runs with GOPROXY=off and GOSUMDB=off: nothing is
+//     downloaded or looked up.
 //   - `factline` is this package's build of the command, first on PATH.
 //   - `factline serve` listens on 127.0.0.1:0 instead of its --addr, and
 //     `--data-dir ./data` becomes the store under test (a fresh data dir,
@@ -354,7 +355,10 @@ func TestGuide(t *testing.T) {
 	if err := os.Symlink(binary, filepath.Join(bin, "factline")); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOPROXY=off", "GOFLAGS=")
+	// GOSUMDB=off: with GOPROXY=off the checksum database would be asked
+	// directly, over the network; the modules come from the local cache,
+	// checked against this repository's go.sum when they were downloaded.
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=")
 
 	// The module's part of the guide runs once, in document order; the
 	// gateway lines are kept for each store.

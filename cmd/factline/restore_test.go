@@ -169,6 +169,9 @@ func TestRestoreDrill(t *testing.T) {
 
 	// Before the backup: facts, a projection with data, two webhook
 	// configs whose receiver refuses, so their deliveries stay pending.
+	// A delivery under attempt when the dump is taken stays leased after
+	// the restore, for twice its timeout plus 30 s: a 5 s timeout keeps
+	// that within the wait for the pending deliveries below.
 	if code, body := s.do(t, "POST", "/v1/entities", key, `{"type":"account","id":"acct-1","name":"Acme","status":"active","subtype":"customer"}`); code != 201 {
 		t.Fatalf("create %d %v", code, body)
 	}
@@ -181,7 +184,7 @@ func TestRestoreDrill(t *testing.T) {
 	}
 	for _, name := range []string{"ledger", "audit"} {
 		cfg := fmt.Sprintf(`{"type":"webhook","name":%q,"scope_type":"account","scope_id":"acme","settings":{"url":%q,"secret_ref":%q,
- "triggers":["deposit.manual"],"retry":{"max_attempts":20,"backoff_base_seconds":5,"backoff_max_seconds":10}}}`,
+ "triggers":["deposit.manual"],"retry":{"max_attempts":20,"backoff_base_seconds":5,"backoff_max_seconds":10,"timeout_seconds":5}}}`,
 			name, rcv.srv.URL+"/hook/"+name, data(sec)["secret_ref"])
 		if code, body := s.do(t, "POST", "/v1/configs", key, cfg); code != 201 {
 			t.Fatalf("webhook config: %d %v", code, body)

@@ -146,7 +146,7 @@ func dataPrefixedFields(errs []problem.FieldError) []problem.FieldError {
 // actionList lists entities of the route's type: query parameters cursor,
 // limit and equality filters on indexed fields.
 func (s *Server) actionList(c *fiber.Ctx, r *manifest.Route) error {
-	limit, err := queryInt(c.Query("limit"), "limit")
+	limit, err := queryLimit(c)
 	if err != nil {
 		return err
 	}

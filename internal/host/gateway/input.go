@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/store"
 )
@@ -125,6 +126,18 @@ func queryInt(raw, name string) (int, error) {
 		return 0, problem.Validation([]problem.FieldError{{Field: name, Code: problem.CodeType, Message: name + " must be an integer"}})
 	}
 	return n, nil
+}
+
+// queryLimit reads the limit query parameter: 0 when absent (the default
+// page size), else an integer of at least 1. limit=0 is refused rather
+// than read as absent, as the message of the upper bound says.
+func queryLimit(c *fiber.Ctx) (int, error) {
+	n, err := queryInt(c.Query("limit"), "limit")
+	if err == nil && c.Query("limit") != "" && n < 1 {
+		return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeRange,
+			Message: fmt.Sprintf("limit must be between 1 and %d", platform.MaxPageSize)}})
+	}
+	return n, err
 }
 
 // refuseBadText answers a validation problem for query parameters (names

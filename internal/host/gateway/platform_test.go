@@ -220,7 +220,15 @@ func TestListEntities(t *testing.T) {
 		if len(seen) != 4 || pages != 2 {
 			t.Fatalf("saw %d active accounts in %d pages, want 4 in 2", len(seen), pages)
 		}
-		h.req("GET", "/v1/entities?entity_type=account&limit=201", h.keyA, nil).wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+		// Out of 1..200, limit=0 included, is refused on every listing.
+		for _, path := range []string{"/v1/entities?entity_type=account&limit=", "/v1/facts?limit=", "/v1/configs?limit=",
+			"/v1/entities/" + str(h.req("GET", "/v1/entities?entity_type=account&limit=1", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)[0].(map[string]any)["id"]) + "/facts?limit="} {
+			for _, l := range []string{"201", "0", "-1"} {
+				if got := h.req("GET", path+l, h.keyA, nil).fieldErrors()["limit"]; got != "range" {
+					t.Errorf("GET %s%s: limit error %q, want range", path, l, got)
+				}
+			}
+		}
 		r := h.req("GET", "/v1/entities?entity_type=account&nickname=x", h.keyA, nil)
 		if r.fieldErrors()["nickname"] != "unknown_field" {
 			t.Fatalf("unindexed filter: %s", r.raw)

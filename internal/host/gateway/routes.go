@@ -145,7 +145,7 @@ func (s *Server) getEntity(c *fiber.Ctx) error {
 var listReserved = map[string]bool{"entity_type": true, "cursor": true, "limit": true}
 
 func (s *Server) listEntities(c *fiber.Ctx) error {
-	limit, err := queryInt(c.Query("limit"), "limit")
+	limit, err := queryLimit(c)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 }
 
 func (s *Server) listEntityFacts(c *fiber.Ctx) error {
-	limit, err := queryInt(c.Query("limit"), "limit")
+	limit, err := queryLimit(c)
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ func (s *Server) listFacts(c *fiber.Ctx) error {
 		slices.SortFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
 		return problem.Validation(errs)
 	}
-	limit, err := queryInt(c.Query("limit"), "limit")
+	limit, err := queryLimit(c)
 	if err != nil {
 		return err
 	}
@@ -422,7 +422,7 @@ func (s *Server) configVersion(c *fiber.Ctx) error {
 }
 
 func (s *Server) listConfigs(c *fiber.Ctx) error {
-	limit, err := queryInt(c.Query("limit"), "limit")
+	limit, err := queryLimit(c)
 	if err != nil {
 		return err
 	}
