@@ -127,6 +127,34 @@ func TestBrowser(t *testing.T) {
 		run(t, chromedp.Navigate(base+"/console/"), chromedp.WaitVisible("#key", chromedp.ByID), shot("sign-in"))
 	})
 
+	// Refusals read as console pages: an unknown page opened directly, and
+	// one reached through the boosted navigation, which htmx swaps in
+	// although it answers 404.
+	t.Run("RefusalPages", func(t *testing.T) {
+		var direct, boosted, loc string
+		var swapped bool
+		run(t, signIn(acmeAdmin),
+			chromedp.Navigate(base+"/console/no-such-page"), chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &direct),
+			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible("#nav-deliveries", chromedp.ByID),
+			// A link in the boosted navigation to a page that answers 404.
+			chromedp.Evaluate(`const a = document.createElement("a"); a.id = "gone"; a.href = "/console/gone"; a.textContent = "Gone";
+				document.querySelector("nav").appendChild(a); htmx.process(a); window.sameDocument = true; true`, nil),
+			chromedp.Click("#gone", chromedp.ByID),
+			chromedp.WaitVisible("#problem", chromedp.ByID),
+			text("#problem", &boosted), chromedp.Location(&loc), chromedp.Evaluate(`window.sameDocument === true`, &swapped), shot("refusal-page"))
+		if !swapped {
+			t.Errorf("the click loaded a new document: htmx did not handle it")
+		}
+		for name, got := range map[string]string{"direct": direct, "boosted": boosted} {
+			if !strings.Contains(got, "404 Not Found") || !strings.Contains(got, "No route matches GET /console/") || !strings.Contains(got, "Trace id") {
+				t.Errorf("%s: the problem box says %q", name, got)
+			}
+		}
+		if !strings.HasSuffix(loc, "/console/gone") {
+			t.Errorf("after the boosted click the location is %s", loc)
+		}
+	})
+
 	// Keyboard only: the key field has the focus, Enter signs in, Tab
 	// reaches the views' links and Enter opens one.
 	t.Run("KeyboardOnly", func(t *testing.T) {
@@ -520,6 +548,21 @@ func TestBrowser(t *testing.T) {
 		}
 		if attempts != 40 {
 			t.Errorf("the API counts %d attempts in the window, want 40", attempts)
+		}
+		// Across several buckets the time axis spans them; one bucket gets
+		// an hour either side, not uPlot's default of years.
+		for _, tc := range []struct {
+			buckets  int
+			from, to float64
+		}{{6, float64(from.Unix()), float64(from.Add(5 * time.Hour).Unix())}, {1, float64(from.Unix() - 3600), float64(from.Unix() + 3600)}} {
+			var xrange string
+			run(t, signIn(acmeAdmin), chromedp.Navigate(fmt.Sprintf("%s/console/delivery-stats?from=2024-03-01T00:00&to=2024-03-01T06:00&buckets=%d", base, tc.buckets)),
+				chromedp.WaitVisible("#latency-chart canvas", chromedp.ByQuery),
+				chromedp.AttributeValue("#latency-chart", "data-xrange", &xrange, &ok, chromedp.ByQuery))
+			var r []float64
+			if err := json.Unmarshal([]byte(xrange), &r); err != nil || !ok || len(r) != 2 || r[0] != tc.from || r[1] != tc.to {
+				t.Errorf("%d buckets: the time axis runs %q, want [%v, %v]", tc.buckets, xrange, tc.from, tc.to)
+			}
 		}
 	})
 

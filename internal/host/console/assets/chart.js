@@ -1,12 +1,16 @@
 // Draws the projection chart from the #chart-data table the server
 // rendered (the page carries no inline script): one line per group of the
 // first metric, or of the metric picked in the selector. What it plots is
-// left on #chart as data-series, so tests can compare it with the API.
+// left on #chart as data-series, and the time axis's range as
+// data-xrange, so tests can compare them with the API.
 (function () {
   "use strict";
-  // One point would get uPlot's default time range, years wide: an hour
-  // either side of it reads better.
-  function xRange(u, min, max) { return min === max ? [min - 3600, max + 3600] : [min, max]; }
+  // For one point uPlot's time axis runs a thousand days past it: an
+  // hour either side reads better.
+  function xRange(u, min, max) {
+    var xs = u.data[0];
+    return xs && xs.length === 1 ? [xs[0] - 3600, xs[0] + 3600] : [min, max];
+  }
   function draw() {
     var box = document.getElementById("chart");
     var table = document.getElementById("chart-data");
@@ -48,7 +52,8 @@
       return { label: g || metric, stroke: colours[i % colours.length], width: 2, points: { show: true } };
     }));
     box.textContent = "";
-    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } } }, data, box);
+    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } },
+        hooks: { setScale: [function (u, key) { if (key === "x") box.dataset.xrange = JSON.stringify([u.scales.x.min, u.scales.x.max]); }] } }, data, box);
     box.dataset.metric = metric;
     box.dataset.series = JSON.stringify({ groups: groups, data: data });
   }

@@ -1,13 +1,16 @@
 // Draws each div.timechart from the table the server rendered (the page
 // carries no inline script): data-table names the table, data-series the
 // columns (td[data-series]) to plot against each row's data-x (ms). What
-// it plots is left on the div as data-plotted, so tests can compare it
-// with the API.
+// it plots is left on the div as data-plotted, and the time axis's range
+// as data-xrange, so tests can compare them with the API.
 (function () {
   "use strict";
-  // One point would get uPlot's default time range, years wide: an hour
-  // either side of it reads better.
-  function xRange(u, min, max) { return min === max ? [min - 3600, max + 3600] : [min, max]; }
+  // For one point uPlot's time axis runs a thousand days past it: an
+  // hour either side reads better.
+  function xRange(u, min, max) {
+    var xs = u.data[0];
+    return xs && xs.length === 1 ? [xs[0] - 3600, xs[0] + 3600] : [min, max];
+  }
   function draw() {
     var boxes = document.querySelectorAll("div.timechart");
     if (!boxes.length) return;
@@ -34,7 +37,8 @@
         return { label: n, stroke: colours[i % colours.length], width: 2, points: { show: true }, spanGaps: false };
       }));
       box.textContent = "";
-      new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 260, series: series, scales: { x: { time: true, range: xRange } } }, data, box);
+      new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 260, series: series, scales: { x: { time: true, range: xRange } },
+        hooks: { setScale: [function (u, key) { if (key === "x") box.dataset.xrange = JSON.stringify([u.scales.x.min, u.scales.x.max]); }] } }, data, box);
       box.dataset.plotted = JSON.stringify({ series: names, data: data });
     });
   }
