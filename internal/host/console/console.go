@@ -252,10 +252,16 @@ func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, dat
 	return fc.Status(status).SendString(b.String())
 }
 
-// show renders a view, or the API's problem in its place.
+// show renders a view, or the API's problem in its place: beside the
+// view's empty form for a problem the user can fix there (a bad filter),
+// alone on the message page when the view is not theirs or not there.
 func (c *Console) show(fc *fiber.Ctx, s *session, name string, data any, err error) error {
 	var pe *apiError
 	if errors.As(err, &pe) {
+		switch pe.Status {
+		case fiber.StatusUnauthorized, fiber.StatusForbidden, fiber.StatusNotFound:
+			name = "message"
+		}
 		return c.render(fc, s, pe.Status, name, nil, pe)
 	}
 	if err != nil {

@@ -193,9 +193,9 @@ func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	f := readForm(fc)
-	if f.NewSecret {
-		f.SecretRef = ""
-	}
+	// The box is ticked by default: a reference typed beside it is the
+	// user's choice.
+	f.NewSecret = f.NewSecret && f.SecretRef == ""
 	cfg, err := c.sendWebhook(ctx, s, f)
 	var created map[string]any
 	if f.NewSecret && onlySecretRefRefused(err) {
@@ -332,6 +332,10 @@ func (c *Console) archiveWebhookPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	cfg, err := c.webhookConfig(ctx, s, gateway.Param(fc, "id"))
+	if err == nil && str(cfg["status"]) != "active" {
+		return c.render(fc, s, fiber.StatusConflict, "message", nil, &apiError{Status: 409, Title: "Conflict",
+			Detail: "Webhook " + str(cfg["id"]) + " is archived already"})
+	}
 	return c.show(fc, s, "webhook-archive", cfg, err)
 }
 

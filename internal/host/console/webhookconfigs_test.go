@@ -175,6 +175,10 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 	if row := webhookRow(t, a, cookie, id); !strings.Contains(row, "archived") || strings.Contains(row, `class="edit"`) {
 		t.Errorf("row after archive: %s", row)
 	}
+	if page := body(t, do(t, a, "GET", "/console/webhooks/"+id+"/archive", cookie, nil)); strings.Contains(page, `id="confirm-archive"`) ||
+		!strings.Contains(page, "is archived already") {
+		t.Errorf("archive confirmation of an archived config: %s", page)
+	}
 	// An archived config has no edit form: the API would refuse the save.
 	resp = do(t, a, "GET", "/console/webhooks/"+id+"/edit", cookie, nil)
 	if page := body(t, resp); resp.StatusCode != http.StatusConflict || strings.Contains(page, `id="webhook-form"`) ||
@@ -237,7 +241,21 @@ func TestWebhookFormShowsValidationProblems(t *testing.T) {
 	}
 	items := api(t, a, key, "GET", "/v1/configs?type=webhook")["items"].([]any)
 	if len(items) != 1 || !strings.Contains(page, items[0].(map[string]any)["settings"].(map[string]any)["secret_ref"].(string)) {
-		t.Errorf("configs: %v", items)
+		t.Fatalf("configs: %v", items)
+	}
+
+	// A reference typed beside the ticked box (ticked by default) is
+	// used: no other secret is made.
+	ref := items[0].(map[string]any)["settings"].(map[string]any)["secret_ref"].(string)
+	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"second"},
+		"url": {"https://hooks.example.com/two"}, "triggers": {"outcome.deal_won"}, "new_secret": {"yes"}, "secret_ref": {ref}})
+	if page := body(t, resp); resp.StatusCode != http.StatusSeeOther || strings.Contains(page, "whsec_") {
+		t.Fatalf("webhook with a typed reference: %d %s", resp.StatusCode, page)
+	}
+	for _, it := range api(t, a, key, "GET", "/v1/configs?type=webhook")["items"].([]any) {
+		if got := it.(map[string]any)["settings"].(map[string]any)["secret_ref"]; got != ref {
+			t.Errorf("config %v uses %v, want the typed %s", it.(map[string]any)["name"], got, ref)
+		}
 	}
 }
 
@@ -257,6 +275,15 @@ func TestLiveKeyCannotManageWebhooks(t *testing.T) {
 		}
 		if resp := do(t, a, r.method, r.path, cookie, form); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s %s with a live key: %d", r.method, r.path, resp.StatusCode)
+		}
+	}
+	// An admin view refused to a live key shows the refusal alone, not
+	// the view's empty table and forms under it.
+	for _, path := range []string{"/console/keys", "/console/dead-letters"} {
+		resp := do(t, a, "GET", path, cookie, nil)
+		if page := body(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, `id="problem"`) ||
+			strings.Contains(page, "<table") || strings.Contains(page, `method="post" action="/console/keys"`) {
+			t.Errorf("GET %s with a live key: %d %s", path, resp.StatusCode, page)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -42,15 +41,7 @@ func Context(c *fiber.Ctx) context.Context { return ctx(c) }
 // copy, safe to keep after the request. A parameter that does not decode
 // is returned as sent, for the handler to refuse.
 func Param(c *fiber.Ctx, name string) string {
-	raw := c.Params(name)
-	if strings.IndexByte(raw, '%') < 0 {
-		return strings.Clone(raw)
-	}
-	v, err := url.PathUnescape(raw)
-	if err != nil {
-		return strings.Clone(raw)
-	}
-	return v
+	return strings.Clone(unescapeSegment(c.Params(name)))
 }
 
 // RequestID returns the request's id.

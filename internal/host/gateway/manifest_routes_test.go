@@ -122,6 +122,11 @@ func TestActionCreateAndGet(t *testing.T) {
 			t.Fatalf("get %v", g)
 		}
 		h.req("GET", "/v1/accounts/ent_nope", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "Entity ent_nope not found")
+		// Path parameters are decoded, as on the platform's routes.
+		if g := h.req("GET", "/v1/accounts/"+strings.Replace(id, "_", "%5F", 1), h.keyA, nil).wantStatus(t, 200).data(); str(g["id"]) != id {
+			t.Fatalf("get by encoded id: %v", g)
+		}
+		h.req("GET", "/v1/accounts/ent%3Cx%3E", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "Entity ent<x> not found")
 		h.req("GET", "/v1/accounts/"+id, h.keyB, nil).wantProblem(t, 404, "not-found", "Not Found", "Entity "+id+" not found")
 
 		v := h.req("POST", "/v1/accounts", h.keyA, map[string]any{"type": "asset", "data": map[string]any{"name": 1}, "colour": "red"})

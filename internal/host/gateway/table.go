@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/url"
 	"strings"
 
 	"github.com/factline/factline/internal/host/manifest"
@@ -65,13 +66,25 @@ func (t *routeTable) match(method, path string, params map[string]string) (r *co
 		pi := 0
 		for j, s := range cr.segs {
 			if s == "" {
-				params[cr.Params[pi]] = segs[j]
+				params[cr.Params[pi]] = unescapeSegment(segs[j])
 				pi++
 			}
 		}
 		return cr, nil
 	}
 	return nil, otherMethods
+}
+
+// unescapeSegment percent-decodes a path parameter, as Param does for the
+// platform's routes; one that does not decode is kept as sent.
+func unescapeSegment(seg string) string {
+	if !strings.Contains(seg, "%") {
+		return seg
+	}
+	if v, err := url.PathUnescape(seg); err == nil {
+		return v
+	}
+	return seg
 }
 
 func (cr *compiledRoute) matches(segs []string) bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/factline/factline/internal/host/auth"
 	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
 )
 
@@ -184,6 +185,14 @@ func TestAdminAPI(t *testing.T) {
 	}
 	if r := a.do("POST", "/v1/admin/webhooks/configs/"+cfgID+"/resume", a.admin, nil); r.status != http.StatusConflict {
 		t.Errorf("resume of a config that is not paused: %d %s", r.status, r.raw)
+	}
+	// An archived config sends nothing: pausing it is refused.
+	arch := e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
+	if _, err := e.plat.ArchiveConfig(t.Context(), tenantA, arch.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.do("POST", "/v1/admin/webhooks/configs/"+arch.ID+"/pause", a.admin, nil); r.status != http.StatusConflict || !strings.Contains(string(r.raw), "is archived") {
+		t.Errorf("pause of an archived config: %d %s", r.status, r.raw)
 	}
 
 	// The contract's metrics, in the text format /metrics serves.

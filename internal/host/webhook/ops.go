@@ -196,10 +196,15 @@ const PauseReasonManual = "paused by an admin"
 // Pause stops the deliveries of a config until it is resumed, as a 410
 // Gone does: they stay pending and go out after Resume.
 func (s *Service) Pause(ctx context.Context, tenant, configID string) error {
-	if _, err := s.webhookConfig(ctx, tenant, configID); err != nil {
+	c, err := s.webhookConfig(ctx, tenant, configID)
+	if err != nil {
 		return err
 	}
-	err := s.st.PauseWebhookConfig(ctx, &store.WebhookPause{TenantID: tenant, ConfigID: configID,
+	if c.Status == store.ConfigArchived {
+		// It sends nothing: a pause would only be a row to forget.
+		return problem.Newf(problem.Conflict, "Config %s is archived", configID)
+	}
+	err = s.st.PauseWebhookConfig(ctx, &store.WebhookPause{TenantID: tenant, ConfigID: configID,
 		Reason: PauseReasonManual, PausedAt: s.clock.Now().UnixMilli()})
 	if errors.Is(err, store.ErrAlreadyExists) {
 		return problem.Newf(problem.Conflict, "Webhook config %s is paused already", configID)

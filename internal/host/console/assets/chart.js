@@ -7,6 +7,8 @@
   "use strict";
   // For one point uPlot's time axis runs a thousand days past it: an
   // hour either side reads better.
+  // The pages give times in UTC; so do the axes.
+  function utc(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
   function xRange(u, min, max) {
     var xs = u.data[0];
     return xs && xs.length === 1 ? [xs[0] - 3600, xs[0] + 3600] : [min, max];
@@ -52,7 +54,7 @@
       return { label: g || metric, stroke: colours[i % colours.length], width: 2, points: { show: true } };
     }));
     box.textContent = "";
-    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } },
+    new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } }, tzDate: utc,
         hooks: { setScale: [function (u, key) { if (key === "x") box.dataset.xrange = JSON.stringify([u.scales.x.min, u.scales.x.max]); }] } }, data, box);
     box.dataset.metric = metric;
     box.dataset.series = JSON.stringify({ groups: groups, data: data });
