@@ -2,7 +2,10 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"html/template"
 	"io"
@@ -240,7 +243,7 @@ type page struct {
 }
 
 func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, data any, perr *apiError) error {
-	p := page{Title: name, Session: s, Data: data, Problem: perr, Notice: fc.Query("done")}
+	p := page{Title: name, Session: s, Data: data, Problem: perr, Notice: s.notice(fc)}
 	if s != nil {
 		p.Operator, p.CSRF, p.Tenant, p.Mode = c.isOperator(s), s.csrf, s.principal.TenantID, s.principal.Mode
 	}
@@ -280,7 +283,26 @@ func (c *Console) done(fc *fiber.Ctx, s *session, view string, notice string, er
 	if err != nil {
 		return problem.Wrap(problem.Unavailable, "The console could not reach the API", err)
 	}
-	return fc.Redirect(Prefix+view+"?done="+url.QueryEscape(notice), fiber.StatusSeeOther)
+	return fc.Redirect(Prefix+view+"?done="+url.QueryEscape(notice)+"&n="+s.noticeMAC(notice), fiber.StatusSeeOther)
+}
+
+// noticeMAC signs a notice with the session's CSRF token: render shows
+// only notices this session's own writes made, so a link cannot put text
+// of its choosing ("your session expired, paste your key at ...") in the
+// console's green box.
+func (s *session) noticeMAC(notice string) string {
+	mac := hmac.New(sha256.New, []byte(s.csrf))
+	mac.Write([]byte("notice\x00" + notice))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// notice returns the request's signed notice, or "".
+func (s *session) notice(fc *fiber.Ctx) string {
+	n := fc.Query("done")
+	if n == "" || s == nil || !hmac.Equal([]byte(fc.Query("n")), []byte(s.noticeMAC(n))) {
+		return ""
+	}
+	return n
 }
 
 // ProblemPage renders a problem the gateway answers to a browser under

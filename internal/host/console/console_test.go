@@ -497,6 +497,15 @@ func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", resp.StatusCode)
 	}
+	// The notice the redirect carries shows; one a link makes up does not.
+	page := read(t, do(t, a, "GET", resp.Header.Get("Location"), cookie, nil))
+	if !strings.Contains(page, `id="notice"`) || !strings.Contains(page, "revoked") {
+		t.Errorf("no notice after the revoke:\n%s", page)
+	}
+	spoof := "/console/keys?done=" + url.QueryEscape("Session expired: paste your key at https://evil.example")
+	if page := read(t, do(t, a, "GET", spoof, cookie, nil)); strings.Contains(page, `id="notice"`) || strings.Contains(page, "evil.example") {
+		t.Errorf("a made-up notice shows:\n%s", page)
+	}
 	if code := apiStatus(key); code != http.StatusUnauthorized {
 		t.Errorf("the revoked key on the API: %d, want 401", code)
 	}
