@@ -113,6 +113,14 @@ func (c *Console) webhookConfig(ctx context.Context, s *session, id string) (map
 	return cfg, err
 }
 
+// conflict shows a 409 for a view an archived config does not offer.
+func (c *Console) conflict(fc *fiber.Ctx, s *session, detail string) error {
+	return c.render(fc, s, fiber.StatusConflict, "message", nil, &apiError{Status: 409, Title: "Conflict", Detail: detail})
+}
+
+// secretRefField is the API's field name of a config's secret reference.
+const secretRefField = "settings.secret_ref"
+
 func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
@@ -123,8 +131,7 @@ func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
 	if st := str(cfg["status"]); st != "active" {
 		// The API refuses to update an archived config: say so before
 		// the user edits anything.
-		return c.render(fc, s, fiber.StatusConflict, "message", nil, &apiError{Status: 409, Title: "Conflict",
-			Detail: "Webhook " + str(cfg["id"]) + " is " + st + "; only an active config can be edited"})
+		return c.conflict(fc, s, "Webhook "+str(cfg["id"])+" is "+st+"; only an active config can be edited")
 	}
 	f := &webhookForm{ID: str(cfg["id"]), Version: num(cfg["version"]), Name: str(cfg["name"]), Refs: c.secretRefs(ctx, s)}
 	st, _ := cfg["settings"].(map[string]any)
@@ -259,7 +266,7 @@ func withoutSecretRefErrors(err error) error {
 	out := *pe
 	out.Errors = nil
 	for _, fe := range pe.Errors {
-		if fe.Field != "settings.secret_ref" {
+		if fe.Field != secretRefField {
 			out.Errors = append(out.Errors, fe)
 		}
 	}
@@ -276,7 +283,7 @@ func onlySecretRefRefused(err error) bool {
 		return false
 	}
 	for _, fe := range pe.Errors {
-		if fe.Field != "settings.secret_ref" {
+		if fe.Field != secretRefField {
 			return false
 		}
 	}
@@ -317,7 +324,7 @@ func formField(apiField string) string {
 		return "url"
 	case apiField == "settings.triggers" || strings.HasPrefix(apiField, "settings.triggers["):
 		return "triggers"
-	case apiField == "settings.secret_ref":
+	case apiField == secretRefField:
 		return "secret_ref"
 	case apiField == "settings.retry.max_attempts":
 		return "max_attempts"
@@ -333,8 +340,7 @@ func (c *Console) archiveWebhookPage(fc *fiber.Ctx, s *session) error {
 	defer cancel()
 	cfg, err := c.webhookConfig(ctx, s, gateway.Param(fc, "id"))
 	if err == nil && str(cfg["status"]) != "active" {
-		return c.render(fc, s, fiber.StatusConflict, "message", nil, &apiError{Status: 409, Title: "Conflict",
-			Detail: "Webhook " + str(cfg["id"]) + " is archived already"})
+		return c.conflict(fc, s, "Webhook "+str(cfg["id"])+" is archived already")
 	}
 	return c.show(fc, s, "webhook-archive", cfg, err)
 }
