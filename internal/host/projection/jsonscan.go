@@ -46,6 +46,7 @@ func (d *jsonDecoder) fact(f *Fact) error {
 		d.pos++
 		return d.end()
 	}
+	var pending map[string]error
 	for {
 		d.skipSpace()
 		key, err := d.str()
@@ -58,66 +59,21 @@ func (d *jsonDecoder) fact(f *Fact) error {
 		}
 		d.pos++
 		d.skipSpace()
-		switch key {
-		case "id", "type", "subtype":
-			var s string
-			if d.pos < len(d.buf) && d.buf[d.pos] == 'n' {
-				if err := d.literal("null"); err != nil {
-					return err
-				}
-			} else {
-				if d.pos >= len(d.buf) || d.buf[d.pos] != '"' {
-					return d.errorf("%s must be a string", key)
-				}
-				if s, err = d.str(); err != nil {
-					return err
-				}
-			}
-			switch key {
-			case "id":
-				f.ID = s
-			case "type":
-				f.Type = s
-			default:
-				f.Subtype = s
-			}
-		case "timestamp":
-			start := d.pos
-			if d.pos < len(d.buf) && d.buf[d.pos] == 'n' {
-				if err := d.literal("null"); err != nil {
-					return err
-				}
-				f.Timestamp = 0
-				break
-			}
-			if err := d.number(); err != nil {
+		start := d.pos
+		if err := d.field(f, key); err != nil {
+			// A value of the wrong type counts only if no later value of
+			// the same key replaces it: encoding/json keeps the last of
+			// duplicate keys, and so does this decoder.
+			d.pos = start
+			if d.skipValue(1) != nil {
 				return err
 			}
-			ts, err := strconv.ParseInt(string(d.buf[start:d.pos]), 10, 64)
-			if err != nil {
-				return fmt.Errorf("offset %d: timestamp must be an integer number of milliseconds", start)
+			if pending == nil {
+				pending = map[string]error{}
 			}
-			f.Timestamp = ts
-		case "data":
-			if d.pos < len(d.buf) && d.buf[d.pos] == 'n' {
-				if err := d.literal("null"); err != nil {
-					return err
-				}
-				f.Data = nil
-				break
-			}
-			if d.pos >= len(d.buf) || d.buf[d.pos] != '{' {
-				return d.errorf("data must be an object")
-			}
-			v, err := d.object(1)
-			if err != nil {
-				return err
-			}
-			f.Data = v
-		default:
-			if err := d.skipValue(1); err != nil {
-				return err
-			}
+			pending[key] = err
+		} else {
+			delete(pending, key)
 		}
 		d.skipSpace()
 		if d.pos >= len(d.buf) {
@@ -128,11 +84,87 @@ func (d *jsonDecoder) fact(f *Fact) error {
 			d.pos++
 		case '}':
 			d.pos++
+			for _, k := range factKeys {
+				if err := pending[k]; err != nil {
+					return err
+				}
+			}
 			return d.end()
 		default:
 			return d.errorf("expected ',' or '}' in object")
 		}
 	}
+}
+
+// factKeys are the keys a fact's decoder reads, in the order their
+// errors are reported.
+var factKeys = []string{"id", "type", "subtype", "timestamp", "data"}
+
+// field decodes the value of one key of a fact into f.
+func (d *jsonDecoder) field(f *Fact, key string) error {
+	switch key {
+	case "id", "type", "subtype":
+		var s string
+		var err error
+		if d.pos < len(d.buf) && d.buf[d.pos] == 'n' {
+			if err := d.literal("null"); err != nil {
+				return err
+			}
+		} else {
+			if d.pos >= len(d.buf) || d.buf[d.pos] != '"' {
+				return d.errorf("%s must be a string", key)
+			}
+			if s, err = d.str(); err != nil {
+				return err
+			}
+		}
+		switch key {
+		case "id":
+			f.ID = s
+		case "type":
+			f.Type = s
+		default:
+			f.Subtype = s
+		}
+	case "timestamp":
+		start := d.pos
+		if d.pos < len(d.buf) && d.buf[d.pos] == 'n' {
+			if err := d.literal("null"); err != nil {
+				return err
+			}
+			f.Timestamp = 0
+			break
+		}
+		if err := d.number(); err != nil {
+			return err
+		}
+		ts, err := strconv.ParseInt(string(d.buf[start:d.pos]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("offset %d: timestamp must be an integer number of milliseconds", start)
+		}
+		f.Timestamp = ts
+	case "data":
+		if d.pos < len(d.buf) && d.buf[d.pos] == 'n' {
+			if err := d.literal("null"); err != nil {
+				return err
+			}
+			f.Data = nil
+			break
+		}
+		if d.pos >= len(d.buf) || d.buf[d.pos] != '{' {
+			return d.errorf("data must be an object")
+		}
+		v, err := d.object(1)
+		if err != nil {
+			return err
+		}
+		f.Data = v
+	default:
+		if err := d.skipValue(1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *jsonDecoder) end() error {
