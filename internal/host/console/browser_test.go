@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -376,9 +377,16 @@ func TestBrowser(t *testing.T) {
 		cfg, old := webhookConfig(t, base, acmeAdmin, rc.url("/rotate"), "note.rotated")
 		row := `tr[data-config="` + cfg + `"]`
 		var secret, after string
+		var sendable bool
 		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("webhooks-admin"),
+			// The browser will not send the form until its box is ticked.
+			chromedp.Evaluate(`document.querySelector('`+row+` button.rotate').form.checkValidity()`, &sendable),
+			chromedp.Click(row+` input.confirm-rotate`, chromedp.ByQuery),
 			chromedp.Click(row+` button.rotate`, chromedp.ByQuery), chromedp.WaitVisible("#secret", chromedp.ByID), text("#secret", &secret), shot("secret-rotated"),
 			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.OuterHTML("html", &after, chromedp.ByQuery))
+		if sendable {
+			t.Error("the rotate form could be sent without its confirmation box ticked")
+		}
 		if !strings.HasPrefix(secret, "whsec_") || secret == old {
 			t.Errorf("rotated secret %q (old %q): want a new whsec_ secret", secret, old)
 		}
@@ -514,12 +522,16 @@ func TestBrowser(t *testing.T) {
 			return ""
 		}
 		var table [][]string
-		var plotted string
+		var ratios []string
+		var plotted, ratioPlotted string
 		var ok bool
 		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/delivery-stats?from=2024-03-01T00:00&to=2024-03-01T06:00&buckets=6"),
 			chromedp.WaitVisible("#latency-chart canvas", chromedp.ByQuery), chromedp.WaitVisible("#ratio-chart canvas", chromedp.ByQuery),
 			chromedp.AttributeValue("#latency-chart", "data-plotted", &plotted, &ok, chromedp.ByQuery),
-			chromedp.Evaluate(`[...document.querySelectorAll("#stats-data tbody tr")].map(tr => [tr.dataset.x, ...[...tr.querySelectorAll("td[data-series]")].map(td => td.textContent)])`, &table),
+			chromedp.AttributeValue("#ratio-chart", "data-plotted", &ratioPlotted, &ok, chromedp.ByQuery),
+			// A cell's exact value, which the ratio keeps in data-value.
+			chromedp.Evaluate(`[...document.querySelectorAll("#stats-data tbody tr")].map(tr => [tr.dataset.x, ...[...tr.querySelectorAll("td[data-series]")].map(td => td.dataset.value ?? td.textContent)])`, &table),
+			chromedp.Evaluate(`[...document.querySelectorAll("#stats-data td[data-series=success_ratio]")].map(td => td.textContent)`, &ratios),
 			shot("delivery-stats"))
 		if len(table) != len(want) || len(want) != 6 {
 			t.Fatalf("the page's table has %d rows, the API answered %d: %v", len(table), len(want), table)
@@ -531,9 +543,24 @@ func TestBrowser(t *testing.T) {
 		if err := json.Unmarshal([]byte(plotted), &chart); err != nil || !ok || len(chart.Data) != 3 {
 			t.Fatalf("the latency chart's data-plotted %q: %v", plotted, err)
 		}
+		var ratioChart struct {
+			Data [][]*float64 `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(ratioPlotted), &ratioChart); err != nil || len(ratioChart.Data) != 2 || len(ratios) != len(want) {
+			t.Fatalf("the ratio chart's data-plotted %q, ratio cells %q: %v", ratioPlotted, ratios, err)
+		}
 		attempts := 0
 		for i, w := range want {
 			b := w.(map[string]any)
+			// People read a rounded percentage; the chart plots the API's ratio.
+			if r, isNum := b["success_ratio"].(float64); isNum {
+				if got := ratioChart.Data[1][i]; got == nil || *got != r {
+					t.Errorf("the ratio chart plots %v in bucket %d, the API says %v", got, i, r)
+				}
+				if want := strconv.FormatFloat(math.Round(r*1000)/10, 'f', 1, 64) + " %"; ratios[i] != want {
+					t.Errorf("ratio cell %d reads %q, want %q (%v)", i, ratios[i], want, r)
+				}
+			}
 			attempts += int(b["attempts"].(float64))
 			wantRow := []string{cell(b["from"]), cell(b["attempts"]), cell(b["succeeded"]), cell(b["success_ratio"]), cell(b["p50_ms"]), cell(b["p99_ms"])}
 			if fmt.Sprint(table[i]) != fmt.Sprint(wantRow) {
@@ -621,7 +648,10 @@ func TestBrowser(t *testing.T) {
 			chromedp.Submit("#create-key", chromedp.ByID), chromedp.WaitVisible("#new-key", chromedp.ByID), text("#new-key", &created), shot("key-created"),
 			chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(`#keys tr td:nth-child(2)`, chromedp.ByQuery), shot("keys"),
 			chromedp.ActionFunc(func(ctx context.Context) error {
-				// Revoke the row named browser.
+				// Revoke the row named browser, its box ticked.
+				if err := chromedp.Click(`//tr[td[2][text()="browser"]]//input[@class="confirm-revoke"]`, chromedp.BySearch).Do(ctx); err != nil {
+					return err
+				}
 				return chromedp.Click(`//tr[td[2][text()="browser"]]//button[@class="revoke"]`, chromedp.BySearch).Do(ctx)
 			}),
 			chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice))

@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -26,6 +27,24 @@ func num(v any) string {
 		return strconv.FormatFloat(n, 'f', -1, 64)
 	}
 	return fmt.Sprint(v)
+}
+
+// percent shows a ratio of the API (0 to 1) as a percentage to one
+// decimal, rounded down above 99.9 so that a single failure among many
+// attempts does not read as 100 % (empty for null).
+func percent(v any) string {
+	r, ok := v.(float64)
+	if !ok {
+		return ""
+	}
+	p := math.Round(r*1000) / 10
+	if p == 100 && r < 1 {
+		p = 99.9
+	}
+	if p == 0 && r > 0 {
+		p = 0.1
+	}
+	return strconv.FormatFloat(p, 'f', 1, 64) + " %"
 }
 
 // deliveryStatsPage charts the tenant's delivery attempts over a window

@@ -88,8 +88,9 @@ func New(opts Options) (*Console, error) {
 			}
 			return time.UnixMilli(int64(f)).UTC().Format("2006-01-02 15:04:05Z")
 		},
-		"num":    num,
-		"series": seriesJSON,
+		"num":     num,
+		"percent": percent,
+		"series":  seriesJSON,
 		"dur": func(v any) string {
 			f, _ := v.(float64)
 			return time.Duration(int64(f)).String()
@@ -243,6 +244,10 @@ type page struct {
 }
 
 func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, data any, perr *apiError) error {
+	if perr != nil && perr.TraceID == "" {
+		// A refusal the console made itself is logged under this request.
+		perr.TraceID = gateway.RequestID(fc)
+	}
 	p := page{Title: name, Session: s, Data: data, Problem: perr, Notice: s.notice(fc)}
 	if s != nil {
 		p.Operator, p.CSRF, p.Tenant, p.Mode = c.isOperator(s), s.csrf, s.principal.TenantID, s.principal.Mode
@@ -256,21 +261,34 @@ func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, dat
 }
 
 // show renders a view, or the API's problem in its place: beside the
-// view's empty form for a problem the user can fix there (a bad filter),
-// alone on the message page when the view is not theirs or not there.
+// view and what the user typed for a problem they can fix there (a bad
+// filter), alone on the message page when the view is not theirs or not
+// there.
 func (c *Console) show(fc *fiber.Ctx, s *session, name string, data any, err error) error {
 	var pe *apiError
 	if errors.As(err, &pe) {
 		switch pe.Status {
 		case fiber.StatusUnauthorized, fiber.StatusForbidden, fiber.StatusNotFound:
-			name = "message"
+			name, data = "message", nil
 		}
-		return c.render(fc, s, pe.Status, name, nil, pe)
+		return c.render(fc, s, pe.Status, name, data, pe)
 	}
 	if err != nil {
 		return problem.Wrap(problem.Unavailable, "The console could not reach the API", err)
 	}
 	return c.render(fc, s, fiber.StatusOK, name, data, nil)
+}
+
+// confirmed reports whether a form's confirmation box is ticked (a
+// checkbox, not a script dialog: the console's CSP forbids inline script),
+// asked before a write that cannot be undone.
+func confirmed(fc *fiber.Ctx) bool { return fc.FormValue("confirm") == "yes" }
+
+// unconfirmed answers a form sent without its confirmation: 400 on the
+// message page, nothing done.
+func (c *Console) unconfirmed(fc *fiber.Ctx, s *session, detail string) error {
+	return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
+		&apiError{Status: 400, Title: "Bad Request", Detail: detail})
 }
 
 // done answers a write: back to the view with a notice, or the view again
@@ -314,7 +332,17 @@ func (c *Console) ProblemPage(fc *fiber.Ctx, p problem.Body) error {
 	for _, fe := range p.Errors {
 		perr.Errors = append(perr.Errors, fieldError{Field: fe.Field, Message: fe.Message})
 	}
-	return c.render(fc, nil, p.Status, "message", map[string]any{"signIn": p.Status == fiber.StatusUnauthorized}, perr)
+	// A signed-in user keeps the navigation (an unknown page, a method the
+	// page does not take); the session is only read, never changed here.
+	var s *session
+	if tok := fc.Cookies(CookieName); tok != "" && p.Status != fiber.StatusUnauthorized {
+		ctx, cancel := reqCtx(fc)
+		defer cancel()
+		if ls, err := c.load(ctx, tok); err == nil {
+			s = ls
+		}
+	}
+	return c.render(fc, s, p.Status, "message", map[string]any{"signIn": p.Status == fiber.StatusUnauthorized}, perr)
 }
 
 func (c *Console) signInPage(fc *fiber.Ctx) error {
@@ -460,8 +488,12 @@ func (c *Console) webhooksPage(fc *fiber.Ctx, s *session) error {
 func (c *Console) rotateSecret(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
+	id := gateway.Param(fc, "id")
+	if !confirmed(fc) {
+		return c.unconfirmed(fc, s, "Tick the box to confirm rotating the signing secret of webhook "+id+": receivers must take the new one")
+	}
 	var out map[string]any
-	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(gateway.Param(fc, "id"))+"/rotate-secret", "", nil, &out)
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/webhooks/configs/"+url.PathEscape(id)+"/rotate-secret", "", nil, &out)
 	var pe *apiError
 	if errors.As(err, &pe) || err != nil {
 		return c.done(fc, s, "/webhooks", "", err)

@@ -191,6 +191,7 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 		{"bad CSRF token", "POST", "/console/keys", cookie, "csrf=wrong", 403, "Missing or invalid CSRF token"},
 		{"unknown page", "GET", "/console/no-such-page", cookie, "", 404, "No route matches"},
 		{"oversized body", "POST", "/console/keys", cookie, big, 413, "Payload Too Large"},
+		{"method the page does not take", "DELETE", "/console/keys", cookie, "", 405, "Method Not Allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body io.Reader
@@ -206,6 +207,10 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 			}
 			if tc.status == 401 && !strings.Contains(page, `href="/console/sign-in"`) {
 				t.Errorf("the 401 page has no sign-in link:\n%s", page)
+			}
+			// A signed-in user keeps the way to every view.
+			if signedIn := tc.cookie != ""; signedIn != strings.Contains(page, `id="nav-webhooks"`) {
+				t.Errorf("signed in %v, but the navigation shown is %v:\n%s", signedIn, !signedIn, page)
 			}
 			if tc.body != "" {
 				body = strings.NewReader(tc.body)
@@ -493,7 +498,15 @@ func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
 	if row == nil || strings.Contains(string(list), key) {
 		t.Fatalf("the keys view lacks the new key's row or shows the key itself:\n%s", list)
 	}
+	// Revoking asks for its box to be ticked first.
 	resp = do(t, a, "POST", "/console/keys/"+string(row[1])+"/revoke", cookie, url.Values{"csrf": {csrf}})
+	if page := read(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "Tick the box to confirm revoking key") {
+		t.Fatalf("an unconfirmed revoke: %d, want 400 saying why:\n%s", resp.StatusCode, page)
+	}
+	if code := apiStatus(key); code != http.StatusOK {
+		t.Fatalf("the key after an unconfirmed revoke: %d, want 200", code)
+	}
+	resp = do(t, a, "POST", "/console/keys/"+string(row[1])+"/revoke", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", resp.StatusCode)
 	}
@@ -567,6 +580,11 @@ func TestOperatorChangesDomainModel(t *testing.T) {
 	}
 	if strings.Contains(page, `"status":422`) {
 		t.Errorf("the page shows the raw problem JSON")
+	}
+	// The refused manifest stays in the form to be corrected, beside the
+	// model as it is.
+	if !strings.Contains(page, `value="more"`) || !strings.Contains(page, ">\n"+html.EscapeString(bad)+"</textarea>") || !strings.Contains(page, `data-entity-type="claim"`) {
+		t.Errorf("the refused manifest is not in the form again beside the model:\n%s", page)
 	}
 
 	resp = do(t, a, "POST", "/console/domain/claims/delete", cookie, url.Values{"csrf": {csrf}})

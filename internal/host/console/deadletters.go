@@ -32,7 +32,11 @@ func (c *Console) replayAllPage(fc *fiber.Ctx, s *session) error {
 	if out.HasMore {
 		count = "more than " + count
 	}
-	return c.show(fc, s, "replay-all", map[string]any{"config_id": configID, "count": count, "items": out.Items, "empty": len(out.Items) == 0}, err)
+	if err != nil {
+		// Not "nothing to replay" beside the refusal.
+		return c.show(fc, s, "replay-all", nil, err)
+	}
+	return c.show(fc, s, "replay-all", map[string]any{"config_id": configID, "count": count, "items": out.Items, "empty": len(out.Items) == 0}, nil)
 }
 
 // replayAll replays every dead letter (of one config) through
@@ -40,9 +44,8 @@ func (c *Console) replayAllPage(fc *fiber.Ctx, s *session) error {
 func (c *Console) replayAll(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	if fc.FormValue("confirm") != "yes" {
-		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
-			&apiError{Status: 400, Title: "Bad Request", Detail: "Confirm the bulk replay first"})
+	if !confirmed(fc) {
+		return c.unconfirmed(fc, s, "Confirm the bulk replay first")
 	}
 	in := map[string]string{}
 	if id := strings.TrimSpace(fc.FormValue("config_id")); id != "" {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,19 +25,33 @@ func (c *Console) putDomainLayer(fc *fiber.Ctx, s *session) error {
 			&apiError{Status: 400, Title: "Bad Request", Detail: "Name the domain manifest and paste its YAML"})
 	}
 	err := c.call(ctx, s, http.MethodPut, "/v1/admin/domain/"+url.PathEscape(name), "application/yaml", []byte(source), nil)
+	var pe *apiError
+	if errors.As(err, &pe) && (pe.Status == fiber.StatusBadRequest || pe.Status == fiber.StatusConflict || pe.Status == fiber.StatusUnprocessableEntity) {
+		// A refused manifest comes back in its box beside the problems, to
+		// be corrected rather than typed again.
+		var model map[string]any
+		if merr := c.call(ctx, s, http.MethodGet, "/v1/admin/domain", "", nil, &model); merr != nil || model == nil {
+			model = map[string]any{}
+		}
+		model["form"] = domainForm{Name: name, Manifest: source}
+		return c.render(fc, s, pe.Status, "domain", model, pe)
+	}
 	return c.done(fc, s, "/domain", "Domain manifest "+name+" installed", err)
 }
 
+// domainForm is the domain manifest form, echoed back when refused.
+type domainForm struct {
+	Name, Manifest string
+}
+
 // deleteDomainLayer removes one stored domain manifest through DELETE
-// /v1/admin/domain/:name, once the form's confirmation box is ticked (no
-// script dialog: the console's CSP forbids inline script).
+// /v1/admin/domain/:name, once the form's confirmation box is ticked.
 func (c *Console) deleteDomainLayer(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	name := gateway.Param(fc, "name")
-	if fc.FormValue("confirm") != "yes" {
-		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
-			&apiError{Status: 400, Title: "Bad Request", Detail: "Tick the box to confirm removing domain manifest " + name})
+	if !confirmed(fc) {
+		return c.unconfirmed(fc, s, "Tick the box to confirm removing domain manifest "+name)
 	}
 	err := c.call(ctx, s, http.MethodDelete, "/v1/admin/domain/"+url.PathEscape(name), "", nil, nil)
 	return c.done(fc, s, "/domain", "Domain manifest "+name+" removed", err)

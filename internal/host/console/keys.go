@@ -42,6 +42,9 @@ func (c *Console) revokeKey(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	id := gateway.Param(fc, "id")
+	if !confirmed(fc) {
+		return c.unconfirmed(fc, s, "Tick the box to confirm revoking key "+id+": its clients are refused from then on")
+	}
 	err := c.call(ctx, s, http.MethodDelete, "/v1/admin/keys/"+url.PathEscape(id), "", nil, nil)
 	return c.done(fc, s, "/keys", "Key "+id+" revoked", err)
 }

@@ -202,3 +202,18 @@ func TestDeadLetterFilterIsKept(t *testing.T) {
 		t.Errorf("the bulk replay from a filtered page is not the config's:\n%s", confirm)
 	}
 }
+
+// A filter the API refuses comes back in its form beside the problem, to
+// be corrected rather than typed again.
+func TestRefusedStatsFilterKeepsItsForm(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, _ := signIn(t, a, key)
+	resp := do(t, a, "GET", "/console/delivery-stats?from=2024-03-01T00:00&to=2024-03-01T06:00&buckets=0", cookie, nil)
+	page := read(t, resp)
+	for _, want := range []string{`id="stats-form"`, `name="from" value="2024-03-01T00:00"`, `name="to" value="2024-03-01T06:00"`, `value="0"`, `id="problem"`, "buckets must be an integer from 1 to 1000"} {
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, want) {
+			t.Fatalf("refused stats filter: %d, page lacks %s:\n%s", resp.StatusCode, want, page)
+		}
+	}
+}

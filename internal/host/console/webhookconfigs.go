@@ -349,9 +349,8 @@ func (c *Console) archiveWebhookPage(fc *fiber.Ctx, s *session) error {
 func (c *Console) archiveWebhook(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	if fc.FormValue("confirm") != "yes" {
-		return c.render(fc, s, fiber.StatusBadRequest, "message", nil,
-			&apiError{Status: 400, Title: "Bad Request", Detail: "Confirm the archive first"})
+	if !confirmed(fc) {
+		return c.unconfirmed(fc, s, "Confirm the archive first")
 	}
 	id := gateway.Param(fc, "id")
 	err := c.call(ctx, s, http.MethodDelete, "/v1/configs/"+url.PathEscape(id), "", nil, nil)

@@ -128,6 +128,11 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 	if row := webhookRow(t, a, cookie, id); !strings.Contains(row, "<td>2</td>") || !strings.Contains(row, `class="pause"`) {
 		t.Errorf("row after edit: %s", row)
 	}
+	// Rotating the secret asks for its box to be ticked first.
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/rotate-secret", cookie, url.Values{"csrf": {csrf}})
+	if page := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "Tick the box to confirm rotating") || strings.Contains(page, "whsec_") {
+		t.Errorf("an unconfirmed rotate: %d, want 400 and no secret:\n%s", resp.StatusCode, page)
+	}
 	// A stale form (version 1) is refused, not applied over version 2.
 	resp = do(t, a, "POST", "/console/webhooks/"+id, cookie, url.Values{"csrf": {csrf}, "version": {"1"}, "name": {"stale"},
 		"url": {"https://hooks.example.com/stale"}, "triggers": {"outcome.deal_won"}, "secret_ref": {st["secret_ref"].(string)}})
@@ -182,8 +187,8 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 	// An archived config has no edit form: the API would refuse the save.
 	resp = do(t, a, "GET", "/console/webhooks/"+id+"/edit", cookie, nil)
 	if page := body(t, resp); resp.StatusCode != http.StatusConflict || strings.Contains(page, `id="webhook-form"`) ||
-		!strings.Contains(page, "is archived; only an active config can be edited") {
-		t.Errorf("edit form of an archived config: %d %s", resp.StatusCode, page)
+		!strings.Contains(page, "is archived; only an active config can be edited") || !regexp.MustCompile(`Trace id <code>\S+</code>`).MatchString(page) {
+		t.Errorf("edit form of an archived config (a 409 with the request's trace id): %d %s", resp.StatusCode, page)
 	}
 }
 

@@ -32,7 +32,10 @@
       names.forEach(function (n) {
         data.push(rows.map(function (tr) {
           var td = tr.querySelector('td[data-series="' + n + '"]');
-          return !td || td.textContent === "" ? null : Number(td.textContent);
+          // A cell shows its number for people (a rounded percentage) and
+          // may carry the exact value in data-value.
+          var v = td ? (td.dataset.value !== undefined ? td.dataset.value : td.textContent) : "";
+          return v === "" ? null : Number(v);
         }));
       });
       var series = [{}].concat(names.map(function (n, i) {
