@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -667,6 +668,71 @@ func TestBrowser(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("the key revoked in the console answers %d on the API, want 401", resp.StatusCode)
+		}
+	})
+
+	// Every view loads without a script error or an error Chromium logs
+	// about the page (a pattern it cannot compile, a CSP refusal), for the
+	// operator and for a tenant admin.
+	t.Run("EveryViewWithoutErrors", func(t *testing.T) {
+		views := []string{"/console/plugins", "/console/domain", "/console/stream", "/console/all-projections", "/console/projections",
+			"/console/dead-letters", "/console/keys", "/console/webhooks", "/console/webhooks/new", "/console/deliveries", "/console/delivery-stats"}
+		for _, key := range []string{operator, acmeAdmin} {
+			var mu sync.Mutex
+			var errs []string
+			note := func(format string, args ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				errs = append(errs, fmt.Sprintf(format, args...))
+			}
+			var visited []string
+			visit := chromedp.ActionFunc(func(ctx context.Context) error {
+				chromedp.ListenTarget(ctx, func(ev any) {
+					switch e := ev.(type) {
+					case *runtime.EventExceptionThrown:
+						note("exception in %s: %s", e.ExceptionDetails.URL, e.ExceptionDetails.Error())
+					case *runtime.EventConsoleAPICalled:
+						if e.Type == runtime.APITypeError {
+							note("console.error: %v", e.Args)
+						}
+					case *cdplog.EventEntryAdded:
+						// A view refused to this key answers 403, which
+						// Chromium logs from its network source.
+						if e.Entry.Level == cdplog.LevelError && e.Entry.Source != cdplog.SourceNetwork {
+							note("%s: %s (%s)", e.Entry.Source, e.Entry.Text, e.Entry.URL)
+						}
+					}
+				})
+				if err := cdplog.Enable().Do(ctx); err != nil {
+					return err
+				}
+				for _, v := range views {
+					var status string
+					if err := chromedp.Run(ctx, chromedp.Navigate(base+v), chromedp.WaitReady("main", chromedp.ByQuery),
+						chromedp.Evaluate(`document.getElementById("problem") ? document.getElementById("problem").textContent : ""`, &status),
+						// Chromium compiles a pattern when it first checks a
+						// value against it, and logs one it cannot compile.
+						chromedp.Evaluate(`document.querySelectorAll("input[pattern]").forEach(i => { i.value = "a"; i.checkValidity(); }); true`, nil)); err != nil {
+						return err
+					}
+					if status == "" {
+						visited = append(visited, v)
+					}
+				}
+				// Late errors (deferred scripts, charts) reach the listener
+				// before a round trip through the page returns.
+				return chromedp.Evaluate(`new Promise(r => setTimeout(() => r(true), 0))`, nil,
+					func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }).Do(ctx)
+			})
+			run(t, signIn(key), visit)
+			mu.Lock()
+			if len(errs) > 0 {
+				t.Errorf("errors while opening the views: %s", strings.Join(errs, "\n"))
+			}
+			mu.Unlock()
+			if key == operator && len(visited) < 5 {
+				t.Errorf("the operator opened only %v without a problem", visited)
+			}
 		}
 	})
 

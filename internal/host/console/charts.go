@@ -146,6 +146,9 @@ func (c *Console) allProjectionsPage(fc *fiber.Ctx, s *session) error {
 
 // seriesJSON names a chart's columns for the script.
 func seriesJSON(names ...string) string {
+	if names == nil {
+		names = []string{} // [], not null: a stream with no consumers yet
+	}
 	b, _ := json.Marshal(names)
 	return string(b)
 }

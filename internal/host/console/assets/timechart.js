@@ -26,7 +26,7 @@
     [].forEach.call(boxes, function (box) {
       var table = document.getElementById(box.dataset.table);
       if (!table) return;
-      var names = JSON.parse(box.dataset.series || "[]");
+      var names = JSON.parse(box.dataset.series || "[]") || [];
       var rows = [].slice.call(table.querySelectorAll("tbody tr[data-x]"));
       var data = [rows.map(function (tr) { return Number(tr.dataset.x) / 1000; })];
       names.forEach(function (n) {
