@@ -271,6 +271,10 @@ func TestLiveKeyCannotManageWebhooks(t *testing.T) {
 	cookie, csrf := signIn(t, a, live)
 	if page := body(t, do(t, a, "GET", "/console/webhooks", cookie, nil)); strings.Contains(page, "/console/webhooks/new") {
 		t.Errorf("a live key sees New webhook")
+	} else if !strings.Contains(page, `id="pause-note"`) {
+		// Pauses are read through an admin endpoint: the page says its
+		// state column cannot show them to this key.
+		t.Errorf("a live key's webhooks view does not say pauses are not shown:\n%s", page)
 	}
 	for _, r := range []struct{ method, path string }{{"GET", "/console/webhooks/new"}, {"POST", "/console/webhooks"},
 		{"GET", "/console/webhooks/cfg_x/edit"}, {"POST", "/console/webhooks/cfg_x/pause"}, {"POST", "/console/webhooks/cfg_x/archive"}} {
