@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -383,6 +384,18 @@ func TestDeliveriesViewPagesTenThousand(t *testing.T) {
 		}
 		if u := html.UnescapeString(string(next[1])); c.status != "" && !strings.Contains(u, "status="+c.status) {
 			t.Errorf("%s: next page %s drops the filter", c.name, u)
+		}
+		if bytes.Contains(b, []byte(`id="first-page"`)) {
+			t.Errorf("%s: the first page links to the first page", c.name)
+		}
+		// The second page leads back to the first, filters kept.
+		b2 := read(t, do(t, a, "GET", html.UnescapeString(string(next[1])), cookie, nil))
+		first := regexp.MustCompile(`href="([^"]+)" id="first-page"`).FindStringSubmatch(b2)
+		if first == nil {
+			t.Fatalf("%s: the second page has no link to the first", c.name)
+		}
+		if u := html.UnescapeString(first[1]); strings.Contains(u, "cursor=") || c.status != "" && !strings.Contains(u, "status="+c.status) {
+			t.Errorf("%s: the first page link %s", c.name, u)
 		}
 		if took > 2*time.Second {
 			t.Errorf("%s: the page took %v", c.name, took)

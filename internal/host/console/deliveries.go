@@ -66,12 +66,15 @@ func (c *Console) deliveriesPage(fc *fiber.Ctx, s *session) error {
 		return problem.Wrap(problem.Unavailable, "The console could not reach the API", err)
 	}
 	data["page"] = out
-	// The next page keeps the filters.
+	// The next and the first page keep the filters.
+	nq, _ := url.ParseQuery(string(fc.Request().URI().QueryArgs().QueryString()))
 	if cur, _ := out["cursor"].(string); cur != "" {
-		next := fc.Request().URI().QueryArgs()
-		nq, _ := url.ParseQuery(string(next.QueryString()))
 		nq.Set("cursor", cur)
 		data["next"] = Prefix + "/deliveries?" + nq.Encode()
+	}
+	if fc.Query("cursor") != "" {
+		nq.Del("cursor")
+		data["first"] = Prefix + "/deliveries?" + nq.Encode()
 	}
 	return c.render(fc, s, fiber.StatusOK, "deliveries", data, nil)
 }
