@@ -377,16 +377,22 @@ func TestBrowser(t *testing.T) {
 	t.Run("TenantAdminRotatesSecret", func(t *testing.T) {
 		cfg, old := webhookConfig(t, base, acmeAdmin, rc.url("/rotate"), "note.rotated")
 		row := `tr[data-config="` + cfg + `"]`
-		var secret, after string
+		var secret, after, reloaded, reloadedPage string
 		var sendable bool
 		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), shot("webhooks-admin"),
 			// The browser will not send the form until its box is ticked.
 			chromedp.Evaluate(`document.querySelector('`+row+` button.rotate').form.checkValidity()`, &sendable),
 			chromedp.Click(row+` input.confirm-rotate`, chromedp.ByQuery),
 			chromedp.Click(row+` button.rotate`, chromedp.ByQuery), chromedp.WaitVisible("#secret", chromedp.ByID), text("#secret", &secret), shot("secret-rotated"),
+			// A reload is a GET of the reveal page, not the POST again: it
+			// shows the secret no more.
+			chromedp.Reload(), chromedp.WaitVisible("#problem", chromedp.ByID), text("#problem", &reloaded), chromedp.OuterHTML("html", &reloadedPage, chromedp.ByQuery),
 			chromedp.Navigate(base+"/console/webhooks"), chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.OuterHTML("html", &after, chromedp.ByQuery))
 		if sendable {
 			t.Error("the rotate form could be sent without its confirmation box ticked")
+		}
+		if !strings.Contains(reloaded, "410") || strings.Contains(reloadedPage, secret) {
+			t.Errorf("the secret's page reloaded says %q", reloaded)
 		}
 		if !strings.HasPrefix(secret, "whsec_") || secret == old {
 			t.Errorf("rotated secret %q (old %q): want a new whsec_ secret", secret, old)

@@ -19,6 +19,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
+	"github.com/factline/factline/internal/clock"
 	"github.com/factline/factline/internal/host/auth"
 	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/problem"
@@ -48,7 +49,8 @@ type Options struct {
 	// SessionTTL is a session's lifetime (default 8 hours).
 	SessionTTL time.Duration
 	Logger     *slog.Logger
-	Now        func() time.Time
+	// Clock tells session and reveal expiry (default clock.Real).
+	Clock clock.Clock
 }
 
 // Console serves the console pages.
@@ -69,9 +71,7 @@ func New(opts Options) (*Console, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	s, err := newSealer(opts.SecretKey)
 	if err != nil {
 		return nil, err
@@ -138,6 +138,7 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Get("/projections", c.auth(false, c.projectionsPage))
 	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
 	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
+	g.Get("/reveal", c.auth(false, c.revealPage))
 	g.Get("/keys", c.auth(false, c.keysPage))
 	g.Post("/keys", c.auth(true, c.createKey))
 	g.Post("/keys/:id/revoke", c.auth(true, c.revokeKey))
@@ -370,7 +371,7 @@ func (c *Console) signIn(fc *fiber.Ctx) error {
 // makes sessions, so the table stays about as large as the live sessions
 // with no background worker; a failure only leaves rows no one can use.
 func (c *Console) purge(ctx context.Context) {
-	n, err := c.opts.Store.PurgeSessions(ctx, c.opts.Now().UnixMilli())
+	n, err := c.opts.Store.PurgeSessions(ctx, c.opts.Clock.Now().UnixMilli())
 	if err != nil {
 		c.opts.Logger.Warn("console: purge expired sessions", "err", err)
 		return
@@ -498,8 +499,8 @@ func (c *Console) rotateSecret(fc *fiber.Ctx, s *session) error {
 	if errors.As(err, &pe) || err != nil {
 		return c.done(fc, s, "/webhooks", "", err)
 	}
-	// The new secret is shown once, in this answer only.
-	return c.render(fc, s, fiber.StatusOK, "secret", out, nil)
+	// The new secret is shown once, on the page the redirect leads to.
+	return c.reveal(fc, s, "secret", out)
 }
 
 func (c *Console) resume(fc *fiber.Ctx, s *session) error {

@@ -73,6 +73,34 @@ func do(t *testing.T, a *app.App, method, path, cookie string, form url.Values) 
 	return resp
 }
 
+// reveal follows a write that made a secret: the answer redirects to the
+// reveal page with the secret sealed in a cookie, and the page shows it.
+// It returns the page's answer.
+func reveal(t *testing.T, a *app.App, resp *http.Response, cookie string) *http.Response {
+	t.Helper()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/reveal" {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("a write that made a secret: %d to %q, want 303 to /console/reveal\n%s", resp.StatusCode, resp.Header.Get("Location"), b)
+	}
+	var sealed *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Path == "/console/reveal" {
+			sealed = c
+		}
+	}
+	if sealed == nil || !sealed.HttpOnly || sealed.SameSite != http.SameSiteStrictMode || sealed.MaxAge <= 0 || sealed.MaxAge > 300 {
+		t.Fatalf("the reveal cookie %+v: want HttpOnly, SameSite=Strict, short-lived", sealed)
+	}
+	r := httptest.NewRequest("GET", "/console/reveal", nil)
+	r.Header.Set("Cookie", console.CookieName+"="+cookie+"; "+sealed.Name+"="+sealed.Value)
+	page, err := a.Server.App().Test(r, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { page.Body.Close() })
+	return page
+}
+
 func sessionCookie(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
@@ -496,11 +524,15 @@ func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	resp := do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"live"}, "name": {"ci"}})
+	resp := reveal(t, a, do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"live"}, "name": {"ci"}}), cookie)
 	b, _ := io.ReadAll(resp.Body)
 	m := regexp.MustCompile(`id="new-key">(fl_live_[^<]+)<`).FindSubmatch(b)
 	if resp.StatusCode != http.StatusOK || m == nil {
 		t.Fatalf("create: %d\n%s", resp.StatusCode, b)
+	}
+	// A reload (the cookie is gone) shows it no more, and makes no key.
+	if again := do(t, a, "GET", "/console/reveal", cookie, nil); again.StatusCode != http.StatusGone || strings.Contains(read(t, again), "fl_live_") {
+		t.Errorf("the reveal page reloaded: %d, want 410 without the key", again.StatusCode)
 	}
 	key := string(m[1])
 	if code := apiStatus(key); code != http.StatusOK {

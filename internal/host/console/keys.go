@@ -21,8 +21,8 @@ func (c *Console) keysPage(fc *fiber.Ctx, s *session) error {
 	return c.show(fc, s, "keys", out, err)
 }
 
-// createKey issues a key through POST /v1/admin/keys and shows it in this
-// answer only.
+// createKey issues a key through POST /v1/admin/keys and shows it once,
+// on the reveal page.
 func (c *Console) createKey(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
@@ -33,7 +33,7 @@ func (c *Console) createKey(fc *fiber.Ctx, s *session) error {
 	if errors.As(err, &pe) || err != nil {
 		return c.done(fc, s, "/keys", "", err)
 	}
-	return c.render(fc, s, fiber.StatusOK, "new-key", out, nil)
+	return c.reveal(fc, s, "new-key", out)
 }
 
 // revokeKey revokes through DELETE /v1/admin/keys/:id; revoking the

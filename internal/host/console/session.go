@@ -110,7 +110,7 @@ func (c *Console) create(ctx context.Context, key string) (string, *session, err
 	if err != nil {
 		return "", nil, err
 	}
-	now := c.opts.Now()
+	now := c.opts.Clock.Now()
 	exp := now.Add(c.opts.SessionTTL)
 	rec := &store.Session{ID: id, TenantID: p.TenantID, Mode: p.Mode, KeyID: p.KeyID, Key: sealed, CSRF: csrf,
 		CreatedAt: now.UnixMilli(), ExpiresAt: exp.UnixMilli()}
@@ -127,7 +127,7 @@ func (c *Console) load(ctx context.Context, token string) (*session, error) {
 		return nil, errNoSession
 	}
 	id := sessionID(token)
-	rec, err := c.opts.Store.GetSession(ctx, id, c.opts.Now().UnixMilli())
+	rec, err := c.opts.Store.GetSession(ctx, id, c.opts.Clock.Now().UnixMilli())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errNoSession
 	}

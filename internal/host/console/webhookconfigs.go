@@ -221,8 +221,8 @@ func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
 	}
 	notice := "Webhook " + str(cfg["id"]) + " saved as version " + num(cfg["version"])
 	if created != nil {
-		// The new secret is shown once, in this answer only.
-		return c.render(fc, s, fiber.StatusOK, "webhook-secret", map[string]any{"notice": notice, "secret": created, "config": cfg}, nil)
+		// The new secret is shown once, on the page the redirect leads to.
+		return c.reveal(fc, s, "webhook-secret", map[string]any{"notice": notice, "secret": created})
 	}
 	return c.done(fc, s, "/webhooks", notice, nil)
 }

@@ -82,9 +82,9 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 		t.Errorf("create without CSRF token: %d", resp.StatusCode)
 	}
 
-	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"won deals"},
+	resp = reveal(t, a, do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"won deals"},
 		"url": {"https://hooks.example.com/won"}, "triggers": {"outcome.deal_won, outcome.deal_lost note.added"},
-		"new_secret": {"yes"}, "max_attempts": {"3"}, "timeout_seconds": {""}})
+		"new_secret": {"yes"}, "max_attempts": {"3"}, "timeout_seconds": {""}}), cookie)
 	page := body(t, resp)
 	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
 	if resp.StatusCode != http.StatusOK || secret == nil {
@@ -237,8 +237,8 @@ func TestWebhookFormShowsValidationProblems(t *testing.T) {
 	}
 
 	// Fixed and sent again: created, with its new secret shown once.
-	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"typed name"},
-		"url": {"https://hooks.example.com/ok"}, "triggers": {"outcome.deal_won"}, "new_secret": {"yes"}})
+	resp = reveal(t, a, do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"typed name"},
+		"url": {"https://hooks.example.com/ok"}, "triggers": {"outcome.deal_won"}, "new_secret": {"yes"}}), cookie)
 	page = body(t, resp)
 	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
 	if resp.StatusCode != http.StatusOK || secret == nil {
