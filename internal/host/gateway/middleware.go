@@ -285,6 +285,14 @@ func principal(c *fiber.Ctx) *auth.Principal {
 
 // requireKey authenticates X-API-Key; the contract fixes the 401 body.
 func (s *Server) requireKey(c *fiber.Ctx) error {
+	if err := s.authenticate(c); err != nil {
+		return err
+	}
+	return c.Next()
+}
+
+// authenticate checks the request's key and notes its principal.
+func (s *Server) authenticate(c *fiber.Ctx) error {
 	key := c.Get(HeaderAPIKey)
 	p, err := s.auth.Authenticate(c.UserContext(), key)
 	if err != nil {
@@ -294,7 +302,7 @@ func (s *Server) requireKey(c *fiber.Ctx) error {
 		return problem.Wrap(problem.Unavailable, "Authentication is temporarily unavailable", err)
 	}
 	c.Locals(localPrincipal, p)
-	return c.Next()
+	return nil
 }
 
 // requireAdmin lets only admin keys through.

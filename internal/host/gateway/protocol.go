@@ -92,7 +92,14 @@ func (s *Server) guard(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 				return problem.New(problem.BadRequest, "Conflicting Content-Length headers: the request's length is ambiguous")
 			})
 		case !s.knownMethod(fctx.Method()):
-			s.answerUnrouted(fctx, func(c *fiber.Ctx) error { return s.routeMiss(c) })
+			s.answerUnrouted(fctx, func(c *fiber.Ctx) error {
+				if platformPath(c.Path()) {
+					if err := s.authenticate(c); err != nil {
+						return err
+					}
+				}
+				return s.routeMiss(c)
+			})
 		default:
 			if s.conns.draining.Load() {
 				// Also for a connection served again after fasthttp's

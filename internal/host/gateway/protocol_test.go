@@ -219,3 +219,34 @@ func TestHeadAnswersLikeGet(t *testing.T) {
 		t.Fatalf("DELETE /v1/status: %d Allow %q", r.status, r.header.Get("Allow"))
 	}
 }
+
+// TestPlatformPathsNeedAKeyOnAllPaths: the contract puts the platform's
+// paths behind the key check on all paths, so a request without a key
+// learns nothing of which paths and methods exist there; with a key, the
+// same requests answer 404 or 405.
+func TestPlatformPathsNeedAKeyOnAllPaths(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	for _, tc := range []struct {
+		method, path string
+		withKey      int
+	}{
+		{"GET", "/v1/facts/a/b", 404},
+		{"GET", "/v1/configs/a/b/c", 404},
+		{"DELETE", "/v1/facts", 405},
+		{"PATCH", "/v1/configs", 405},
+		{"GET", "/v1/entities/a/b/c/d", 404},
+		{"FOO", "/v1/facts", 405},
+		{"PROPFIND", "/v1/configs/x/versions/y", 405},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			h.req(tc.method, tc.path, "", nil).wantProblem(t, 401, "unauthorized", "Unauthorized", "Invalid or missing API key")
+			h.req(tc.method, tc.path, "fl_live_not-a-key", nil).wantProblem(t, 401, "unauthorized", "Unauthorized", "Invalid or missing API key")
+			if r := h.req(tc.method, tc.path, h.keyA, nil); r.status != tc.withKey {
+				t.Errorf("with a key: %d, want %d", r.status, tc.withKey)
+			}
+		})
+	}
+	// Paths that only start like a platform prefix are not platform paths.
+	h.req("GET", "/v1/factsheet", "", nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/factsheet")
+}

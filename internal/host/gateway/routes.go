@@ -25,10 +25,34 @@ func (s *Server) routes() {
 	// Routes ledgers declare for their entities (POST /v1/entities/:id/deposit),
 	// described by the ledgers' command specs.
 	s.app.All("/v1/entities/:id/*", s.requireKey, s.entityCommand)
+	// A platform path no route matched still needs a key (see
+	// platformPath); a matched platform route answered already.
+	s.app.Use(func(c *fiber.Ctx) error {
+		if platformPath(c.Path()) {
+			return s.requireKey(c)
+		}
+		return c.Next()
+	})
 
 	// Everything else goes to the manifest's route table, which can be
 	// swapped at run time.
 	s.app.Use(s.dispatch)
+}
+
+// platformPrefixes are the platform's paths.
+var platformPrefixes = []string{"/v1/entities", "/v1/facts", "/v1/configs"}
+
+// platformPath reports whether path is one of the platform's, which the
+// contract puts behind the key check on all paths, also paths no route
+// matches: without a key, a client learns nothing of which paths and
+// methods exist there (401, not 404 or 405).
+func platformPath(path string) bool {
+	for _, p := range platformPrefixes {
+		if strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '/') {
+			return true
+		}
+	}
+	return false
 }
 
 // handle registers an endpoint behind the access check its documentation
