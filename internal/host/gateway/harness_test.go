@@ -263,3 +263,31 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, h *harness)) {
 }
 
 var validAccount = map[string]any{"type": "account", "name": "Acme", "status": "active", "subtype": "customer"}
+
+// wantReplayOf checks that r replays first: the same status and data byte
+// for byte, in an envelope of its own request (a new request id, the
+// first one's in Original-Request-Id), marked Idempotent-Replayed.
+func (r *response) wantReplayOf(t *testing.T, first *response) {
+	t.Helper()
+	var a, b struct {
+		Data json.RawMessage `json:"data"`
+		Meta struct {
+			RequestID string `json:"request_id"`
+		} `json:"meta"`
+	}
+	if err := json.Unmarshal(first.raw, &a); err != nil {
+		t.Fatalf("first answer: %v: %s", err, first.raw)
+	}
+	if err := json.Unmarshal(r.raw, &b); err != nil {
+		t.Fatalf("replay: %v: %s", err, r.raw)
+	}
+	switch {
+	case r.status != first.status || string(a.Data) != string(b.Data):
+		t.Fatalf("replay differs:\n%d %s\n%d %s", first.status, first.raw, r.status, r.raw)
+	case r.header.Get("Idempotent-Replayed") != "true" || first.header.Get("Idempotent-Replayed") != "":
+		t.Fatalf("Idempotent-Replayed: first %q, replay %q", first.header.Get("Idempotent-Replayed"), r.header.Get("Idempotent-Replayed"))
+	case b.Meta.RequestID == a.Meta.RequestID || b.Meta.RequestID != r.header.Get("X-Request-Id") ||
+		r.header.Get("Original-Request-Id") != a.Meta.RequestID:
+		t.Fatalf("replay meta %s (Original-Request-Id %q), first %s", r.raw, r.header.Get("Original-Request-Id"), first.raw)
+	}
+}

@@ -92,11 +92,15 @@ func (s *Server) observe(c *fiber.Ctx) error { return s.observed(c, c.Next) }
 // guard also answers through it, for requests fiber cannot route.
 func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 	start := time.Now()
-	rid := c.Get(HeaderRequestID)
-	if rid == "" || !requestIDRe.MatchString(rid) {
-		rid = id.New(id.Request)
-	} else {
-		rid = string([]byte(rid)) // header memory is reused by fasthttp
+	// The request id is always the server's: the contract has it unique
+	// per request and the problem's instance is /errors/<request_id>,
+	// neither of which a client's X-Request-Id can promise (two requests
+	// may send the same; "conflict" would name a problem type's page). A
+	// client's id is kept in the log line beside it, for correlation.
+	rid := id.New(id.Request)
+	var clientRID string
+	if v := c.Get(HeaderRequestID); v != "" && requestIDRe.MatchString(v) {
+		clientRID = string([]byte(v)) // header memory is reused by fasthttp
 	}
 	c.Locals(localRequestID, rid)
 	c.Set(HeaderRequestID, rid)
@@ -166,9 +170,13 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 		slog.String("path", c.Path()),
 		slog.Int("status", status),
 		slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-		{}, {},
+		{}, {}, {},
 	}
 	n := 6
+	if clientRID != "" {
+		attrs[n] = slog.String("client_request_id", clientRID)
+		n++
+	}
 	if p := principal(c); p != nil {
 		attrs[n] = slog.String("tenant", p.TenantID)
 		n++

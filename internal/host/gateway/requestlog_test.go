@@ -95,7 +95,7 @@ func TestRequestLogLine(t *testing.T) {
 		path, key, rid string
 		want           map[string]any
 	}{
-		{"/v1/accounts/acct-9", key, "trace-1", map[string]any{"level": "INFO", "msg": "request", "request_id": "trace-1",
+		{"/v1/accounts/acct-9", key, "trace-1", map[string]any{"level": "INFO", "msg": "request", "client_request_id": "trace-1",
 			"method": "GET", "route": "/v1/accounts/:id", "path": "/v1/accounts/acct-9", "status": 404.0, "tenant": "tenant-a"}},
 		{"/v1/accounts/acct-9", "", "", map[string]any{"level": "INFO", "route": "/v1/accounts/:id", "status": 401.0}},
 		{"/v1/entities/x?entity_type=account", key, "", map[string]any{"route": "/v1/entities/:id", "status": 404.0, "tenant": "tenant-a"}},
@@ -121,8 +121,12 @@ func TestRequestLogLine(t *testing.T) {
 		if _, ok := l["tenant"]; ok != (tc.key != "" && l["status"] != 401.0) {
 			t.Errorf("GET %s: tenant present %v in %v", tc.path, ok, l)
 		}
-		if rid, _ := l["request_id"].(string); tc.rid == "" && !strings.HasPrefix(rid, "req_") {
+		// The request id is the server's, also when the client sent one.
+		if rid, _ := l["request_id"].(string); !strings.HasPrefix(rid, "req_") {
 			t.Errorf("GET %s: request_id %q, want a generated req_ id", tc.path, rid)
+		}
+		if _, ok := l["client_request_id"]; ok != (tc.rid != "") {
+			t.Errorf("GET %s: client_request_id present %v in %v", tc.path, ok, l)
 		}
 		if tc.path == "/boom" && !strings.Contains(l["err"].(string), "kaboom") {
 			t.Errorf("the 500's line has no cause: %v", l)

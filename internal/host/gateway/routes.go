@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,6 +111,21 @@ func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() 
 		return err
 	}
 	if replayed {
+		// The same data, in an envelope of this request: meta's request
+		// id is unique per request and its timestamp is when this
+		// response was made. The first request's id is in a header.
+		var first struct {
+			Data json.RawMessage `json:"data"`
+			Meta Meta            `json:"meta"`
+		}
+		if json.Unmarshal(resp.Body, &first) == nil && first.Data != nil {
+			b, err := envelope(c, first.Data)
+			if err != nil {
+				return err
+			}
+			resp.Body = b
+			c.Set("Original-Request-Id", first.Meta.RequestID)
+		}
 		c.Set("Idempotent-Replayed", "true")
 	}
 	c.Status(resp.Status)

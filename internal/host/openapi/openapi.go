@@ -148,7 +148,7 @@ func (b *builder) infoDescription() string {
 		"Successful responses wrap the action's output in an envelope: {\"data\": ..., \"meta\": {\"request_id\", \"timestamp\"}}. " +
 			"Errors are RFC 7807 problem details with Content-Type application/problem+json; their type is " + b.docsURL + "/errors/<slug>, and a human page explains each slug.",
 		"Requests carry an API key in the X-API-Key header unless the route is public; every read and write is scoped to the key's tenant, and another tenant's id answers 404.",
-		"Every response carries an X-Request-Id header (a client's own id of up to 128 characters from [A-Za-z0-9_.:-] is kept); it is meta.request_id and the problem trace_id.",
+		"Every response carries an X-Request-Id header with the server's id of the request, new for each request; it is meta.request_id and the problem trace_id. A client's own X-Request-Id (up to 128 characters from [A-Za-z0-9_.:-]) is logged beside it as client_request_id.",
 		"Timestamps are milliseconds since the epoch (UTC). Numbers in request bodies are kept exactly as sent.",
 	}, "\n\n")
 }
