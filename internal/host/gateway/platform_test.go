@@ -47,8 +47,20 @@ func TestRevokedKey(t *testing.T) {
 				t.Fatal("key listing leaks the hash")
 			}
 		}
-		h.req("DELETE", "/v1/admin/keys/"+id, h.adminA, nil).wantStatus(t, 200)
+		revoked := h.req("DELETE", "/v1/admin/keys/"+id, h.adminA, nil).wantStatus(t, 200).data()["revoked_at"]
 		h.req("GET", "/v1/configs", key, nil).wantProblem(t, 401, "unauthorized", "Unauthorized", "Invalid or missing API key")
+		// The answer is the key as stored; revoking it again changes
+		// nothing and answers the first revocation's time.
+		var stored any
+		for _, it := range h.req("GET", "/v1/admin/keys", h.adminA, nil).wantStatus(t, 200).data()["items"].([]any) {
+			if m := it.(map[string]any); m["id"] == id {
+				stored = m["revoked_at"]
+			}
+		}
+		again := h.req("DELETE", "/v1/admin/keys/"+id, h.adminA, nil).wantStatus(t, 200).data()["revoked_at"]
+		if revoked == nil || revoked != stored || again != stored {
+			t.Fatalf("revoked_at: answered %v, then %v; stored %v", revoked, again, stored)
+		}
 	})
 }
 

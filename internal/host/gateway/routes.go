@@ -531,20 +531,33 @@ func (s *Server) createKey(c *fiber.Ctx) error {
 	return respond(c, fiber.StatusCreated, fiber.Map{"key": key, "api_key": newKeyView(rec)})
 }
 
+// revokeKey revokes one of the tenant's keys and answers it as stored: a
+// key revoked before keeps its first revoked_at.
 func (s *Server) revokeKey(c *fiber.Ctx) error {
-	keys, err := s.platform.Store().ListAPIKeys(ctx(c), tenant(c))
+	id := Param(c, "id")
+	find := func() (*store.APIKey, error) {
+		keys, err := s.platform.Store().ListAPIKeys(ctx(c), tenant(c))
+		if err != nil {
+			return nil, err
+		}
+		for i := range keys {
+			if keys[i].ID == id {
+				return &keys[i], nil
+			}
+		}
+		return nil, problem.Newf(problem.NotFound, "API key %s not found", id)
+	}
+	k, err := find()
 	if err != nil {
 		return err
 	}
-	for i := range keys {
-		if keys[i].ID == Param(c, "id") {
-			if err := s.auth.Revoke(ctx(c), keys[i].ID); err != nil {
-				return err
-			}
-			now := time.Now().UnixMilli()
-			keys[i].RevokedAt = &now
-			return respond(c, fiber.StatusOK, newKeyView(&keys[i]))
+	if k.RevokedAt == nil {
+		if err := s.auth.Revoke(ctx(c), k.ID); err != nil {
+			return err
+		}
+		if k, err = find(); err != nil {
+			return err
 		}
 	}
-	return problem.Newf(problem.NotFound, "API key %s not found", Param(c, "id"))
+	return respond(c, fiber.StatusOK, newKeyView(k))
 }
