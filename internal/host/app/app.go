@@ -187,6 +187,9 @@ type App struct {
 	awaited atomic.Pointer[map[string]bool]
 	// layersHash identifies the stored domain manifests being served.
 	layersHash string
+	// files are the --domain and --manifest files being served, as read
+	// when last accepted; reloadMu guards them.
+	files manifestFiles
 	// metricsAddr is the bound --metrics-addr listener, if any.
 	metricsAddr net.Addr
 
@@ -267,7 +270,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	// Always built here: stored manifests and --domain files may carry
 	// routes, and command routes are checked.
-	if domain, gw, err = a.buildModel(stored); err != nil {
+	if a.files, err = readManifestFiles(cfg); err != nil {
+		return nil, err
+	}
+	if domain, gw, err = a.buildModel(a.files, stored); err != nil {
 		return nil, fmt.Errorf("domain manifests:\n%w", err)
 	}
 	a.layersHash = store.LayersDigest(stored)

@@ -113,6 +113,19 @@ func TestRefusedDomainChangeKeepsTheOldModel(t *testing.T) {
 			}
 		})
 	}
+	// The file on disk is still the refused one. A change through the
+	// admin API is built on the files being served, not on that file: it
+	// is neither refused for it nor blamed on it.
+	const gadgets = "name: gadgets\nversion: \"1\"\nentities:\n  gadget:\n    ledger: builtin\n    fields: {}\n    facts: [made]\n"
+	if code, body := l.putDomain("gadgets", gadgets); code != 201 {
+		t.Fatalf("a domain manifest put while a refused file is on disk: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "gadget", "id": "g1"}); code != 201 {
+		t.Fatalf("the type it adds: %d %v", code, body)
+	}
+	if code, _ := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "badge", "id": "b-after"}); code != 400 {
+		t.Errorf("the refused file's type is served after an unrelated change: %d", code)
+	}
 	writeAtomic(t, layer, claimsLayer)
 	if err := l.a.Reload(); err != nil {
 		t.Fatalf("reload of the served model: %v", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -44,11 +45,45 @@ func (a *App) Reload() error {
 func (a *App) reload(ctx context.Context) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
+	files, err := readManifestFiles(a.cfg)
+	if err != nil {
+		return err
+	}
 	stored, err := a.Store.ListDomainLayers(ctx)
 	if err != nil {
 		return fmt.Errorf("read stored domain manifests: %w", err)
 	}
-	return a.applyLocked(ctx, stored)
+	if err := a.applyFilesLocked(ctx, files, stored); err != nil {
+		return err
+	}
+	a.files = files
+	return nil
+}
+
+// manifestFiles are the --domain files and the --manifest file as read
+// from disk. A change through the admin API or another process's stored
+// change is built on the files being served, not re-read: a file being
+// edited, or one --watch refused, must not refuse (or be blamed in) a
+// change that does not touch it. Only SIGHUP and --watch read the disk.
+type manifestFiles struct {
+	domains []manifest.Source
+	gateway *manifest.Source // nil without --manifest
+}
+
+func readManifestFiles(cfg Config) (manifestFiles, error) {
+	var f manifestFiles
+	var err error
+	if f.domains, err = manifest.ReadSources(cfg.Domains); err != nil {
+		return f, err
+	}
+	if cfg.Manifest != "" {
+		src, err := os.ReadFile(cfg.Manifest)
+		if err != nil {
+			return f, fmt.Errorf("read gateway manifest: %w", err)
+		}
+		f.gateway = &manifest.Source{File: cfg.Manifest, Src: src}
+	}
+	return f, nil
 }
 
 // StoredDomainFile names a domain manifest stored through the admin API in
@@ -58,11 +93,8 @@ func StoredDomainFile(name string) string { return "domain/" + name }
 // buildModel layers the --domain files and then the stored domain
 // manifests (by name) over the built-in one, and merges the gateway
 // manifest's entity types.
-func (a *App) buildModel(stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
-	srcs, err := manifest.ReadSources(a.cfg.Domains)
-	if err != nil {
-		return nil, nil, err
-	}
+func (a *App) buildModel(files manifestFiles, stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
+	srcs := slices.Clone(files.domains)
 	for _, l := range stored {
 		srcs = append(srcs, manifest.Source{File: StoredDomainFile(l.Name), Src: l.Source})
 	}
@@ -71,8 +103,8 @@ func (a *App) buildModel(stored []store.DomainLayer) (*manifest.Domain, *manifes
 		return nil, nil, err
 	}
 	var gw *manifest.Gateway
-	if a.cfg.Manifest != "" {
-		if gw, err = manifest.LoadGatewayFile(a.cfg.Manifest, base); err != nil {
+	if files.gateway != nil {
+		if gw, err = manifest.ParseGateway(files.gateway.File, files.gateway.Src, base); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -105,10 +137,15 @@ func (a *App) describedCommands(name string) ([]manifest.LedgerCommand, bool) {
 	return out, true
 }
 
-// checkLocked builds the model stored would give and checks it against
-// the served one and the stored data; reloadMu is held.
+// checkLocked builds the model stored would give with the files being
+// served and checks it against the served one and the stored data;
+// reloadMu is held.
 func (a *App) checkLocked(ctx context.Context, stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
-	next, gw, err := a.buildModel(stored)
+	return a.checkFilesLocked(ctx, a.files, stored)
+}
+
+func (a *App) checkFilesLocked(ctx context.Context, files manifestFiles, stored []store.DomainLayer) (*manifest.Domain, *manifest.Gateway, error) {
+	next, gw, err := a.buildModel(files, stored)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,10 +155,14 @@ func (a *App) checkLocked(ctx context.Context, stored []store.DomainLayer) (*man
 	return next, gw, nil
 }
 
-// applyLocked checks the model stored gives and swaps it in; reloadMu is
-// held.
+// applyLocked checks the model stored gives with the files being served
+// and swaps it in; reloadMu is held.
 func (a *App) applyLocked(ctx context.Context, stored []store.DomainLayer) error {
-	next, gw, err := a.checkLocked(ctx, stored)
+	return a.applyFilesLocked(ctx, a.files, stored)
+}
+
+func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored []store.DomainLayer) error {
+	next, gw, err := a.checkFilesLocked(ctx, files, stored)
 	if err != nil {
 		return err
 	}
