@@ -165,3 +165,49 @@ func (l *countingLedger) Decide(_ context.Context, _ json.RawMessage, cmd ledger
 func (l *countingLedger) Evolve(_ context.Context, state, _ json.RawMessage) (json.RawMessage, error) {
 	return state, nil
 }
+
+// TestRefusalsSayTheRule: a refused value's message states the rule it
+// broke (length, first character), and keys that name the entity's own
+// properties are refused where a request cannot set them, not stored as
+// fields that contradict them.
+func TestRefusalsSayTheRule(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	before := fmt.Sprint(h.req("GET", "/v1/entities/"+ent+"?entity_type=account", h.keyA, nil).wantStatus(t, 200).data())
+	for _, tc := range []struct {
+		name, method, path, body string
+		field, code, says        string
+	}{
+		{"config type too long", "POST", "/v1/configs", `{"type":"` + strings.Repeat("t", 65) + `","settings":{}}`, "type", "format", "1-64 characters"},
+		{"config type starts with a digit", "POST", "/v1/configs", `{"type":"1t","settings":{}}`, "type", "format", "a lowercase letter, then"},
+		{"scope type too long", "POST", "/v1/configs", `{"type":"t","scope_type":"` + strings.Repeat("s", 33) + `","settings":{}}`, "scope_type", "format", "1-32 characters"},
+		{"fact type starts with a digit", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"1deposit"}`, "type", "format", "a lowercase letter, then"},
+		{"empty entity id", "POST", "/v1/entities", `{"type":"account","id":"","name":"A","status":"active","subtype":"customer"}`, "id", "format", "or left out to have one generated"},
+		{"tenant on create", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","tenant_id":"other"}`, "tenant_id", "unknown_field", "inside data"},
+		{"version on create", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","version":3}`, "version", "unknown_field", "inside data"},
+		{"type on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"type":"asset"}`, "type", "unknown_field", "the entity's own"},
+		{"id on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"id":"hijack"}`, "id", "unknown_field", "the entity's own"},
+		{"tenant on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"tenant_id":"other","created_at":1}`, "tenant_id", "unknown_field", "the entity's own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.req(tc.method, tc.path, h.keyA, tc.body)
+			r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+			var found bool
+			for _, e := range r.body["errors"].([]any) {
+				e := e.(map[string]any)
+				if e["field"] == tc.field && e["code"] == tc.code && strings.Contains(str(e["message"]), tc.says) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no %s/%s error saying %q: %s", tc.field, tc.code, tc.says, r.raw)
+			}
+		})
+	}
+	if after := fmt.Sprint(h.req("GET", "/v1/entities/"+ent+"?entity_type=account", h.keyA, nil).wantStatus(t, 200).data()); after != before {
+		t.Errorf("refused patches changed the entity:\n%s\n%s", before, after)
+	}
+	// A domain field of such a name goes inside data.
+	h.req("PATCH", "/v1/entities/"+ent+"?entity_type=account", h.keyA, `{"version":1,"data":{"note":"kept"}}`).wantStatus(t, 200)
+}

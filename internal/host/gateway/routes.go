@@ -136,6 +136,20 @@ func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() 
 // entityReserved are body keys of POST /v1/entities that are not fields.
 var entityReserved = map[string]bool{"type": true, "id": true, "metadata": true, "data": true}
 
+// refuseEnvelopeKeys refuses top-level body keys that name the entity's
+// own properties (its id, type, tenant, version, times) where a request
+// cannot set them: taken as fields they would be stored in data beside,
+// and contradicting, the entity's own. A domain field of such a name is
+// sent inside data, where it is unambiguous.
+func refuseEnvelopeKeys(in *input, keys ...string) {
+	for _, k := range keys {
+		if _, ok := in.m[k]; ok {
+			in.errs = append(in.errs, problem.FieldError{Field: k, Code: problem.CodeUnknownField,
+				Message: k + " is the entity's own and cannot be set here; send a field of that name inside data"})
+		}
+	}
+}
+
 // createEntity: POST /v1/entities with {type, id?, metadata?, ...fields}.
 // Fields may also be sent inside "data"; top-level fields win.
 func (s *Server) createEntity(c *fiber.Ctx) error {
@@ -146,6 +160,11 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 	in := &input{m: m}
 	typ := in.str("type")
 	entID := in.str("id")
+	if v, ok := m["id"].(string); ok && v == "" {
+		// Absent, an id is generated; empty, it is a mistake.
+		in.errs = append(in.errs, problem.FieldError{Field: "id", Code: problem.CodeFormat, Message: "id must be 1-128 characters of letters, digits and _ . : -, or left out to have one generated"})
+	}
+	refuseEnvelopeKeys(in, "tenant_id", "version", "created_at", "updated_at")
 	meta := in.object("metadata")
 	data := in.object("data")
 	fields := map[string]any{}
@@ -227,6 +246,7 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	in := &input{m: m}
 	version := in.integer("version")
 	typ := in.str("entity_type")
+	refuseEnvelopeKeys(in, "id", "type", "tenant_id", "created_at", "updated_at")
 	meta := in.object("metadata")
 	data := in.object("data")
 	if err := in.err(); err != nil {

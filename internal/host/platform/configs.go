@@ -112,7 +112,7 @@ func (s *Service) configErrors(ctx context.Context, tenant string, in *ConfigInp
 		case in.Type == "":
 			errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeRequired, Message: "type is required"})
 		case !configTypeRe.MatchString(in.Type):
-			errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be lowercase letters, digits, _ . and -"})
+			errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be 1-64 characters: a lowercase letter, then lowercase letters, digits, _ . and -"})
 		}
 		if in.ID != "" && !clientIDRe.MatchString(in.ID) {
 			errs = append(errs, problem.FieldError{Field: "id", Code: problem.CodeFormat, Message: "id must be 1-128 characters of letters, digits and _ . : -"})
@@ -126,7 +126,7 @@ func (s *Service) configErrors(ctx context.Context, tenant string, in *ConfigInp
 	if in.ScopeType == "" {
 		in.ScopeType = "tenant"
 	} else if !scopeTypeRe.MatchString(in.ScopeType) {
-		errs = append(errs, problem.FieldError{Field: "scope_type", Code: problem.CodeFormat, Message: "scope_type must be lowercase letters, digits and _ (for example global, tenant, account)"})
+		errs = append(errs, problem.FieldError{Field: "scope_type", Code: problem.CodeFormat, Message: "scope_type must be 1-32 characters: a lowercase letter, then lowercase letters, digits and _ (for example global, tenant, account)"})
 	}
 	if in.EffectiveAt < 0 {
 		errs = append(errs, problem.FieldError{Field: "effective_at", Code: problem.CodeRange, Message: "effective_at must be milliseconds since the epoch"})

@@ -52,10 +52,10 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	case in.Type == "":
 		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeRequired, Message: "type is required"})
 	case !factTypeRe.MatchString(in.Type):
-		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be lowercase letters, digits and underscores"})
+		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be a lowercase letter, then lowercase letters, digits and underscores"})
 	}
 	if in.Subtype != "" && !factTypeRe.MatchString(in.Subtype) {
-		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeFormat, Message: "subtype must be lowercase letters, digits and underscores"})
+		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeFormat, Message: "subtype must be a lowercase letter, then lowercase letters, digits and underscores"})
 	}
 	if in.Timestamp < 0 {
 		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: "timestamp must be milliseconds since the epoch"})
