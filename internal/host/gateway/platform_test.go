@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/problem"
 )
 
 func TestUnauthorized(t *testing.T) {
@@ -510,6 +511,22 @@ func TestErrorPages(t *testing.T) {
 		}
 	}
 	h.req("GET", "/errors/no-such-slug", "", nil).wantStatus(t, 404)
+	// The list the 404 points to exists, with a link to every page.
+	for _, path := range []string{"/errors", "/errors/"} {
+		resp, err := h.srv.App().Test(mustRequest("GET", path), 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(resp)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		for _, k := range problem.Catalogue {
+			if !strings.Contains(body, `<a href="/errors/`+k.Slug+`">`) {
+				t.Errorf("%s lacks a link to %s", path, k.Slug)
+			}
+		}
+	}
 }
 
 // TestReadyAnswers503UntilLoaded: /ready is a 503 problem saying what is

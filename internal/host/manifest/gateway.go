@@ -51,7 +51,7 @@ var (
 
 // ReservedPaths are served by the host itself; a manifest route may not
 // take them.
-var ReservedPaths = []string{"/health", "/metrics", "/openapi.json", "/docs", "/errors/:slug"}
+var ReservedPaths = []string{"/health", "/metrics", "/openapi.json", "/docs", "/errors", "/errors/:slug"}
 
 // ReservedPrefixes are owned by the platform API.
 var ReservedPrefixes = []string{"/v1/entities", "/v1/facts", "/v1/configs", "/v1/admin"}
