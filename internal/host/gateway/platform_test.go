@@ -421,6 +421,8 @@ func TestHostErrors(t *testing.T) {
 		}
 		h.req("POST", "/v1/entities", h.keyA, `{"type": "account",`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		h.req("POST", "/v1/entities", h.keyA, `[1,2]`).wantProblem(t, 400, "bad-request", "Bad Request", "")
+		deep := `{"type":"account","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
+		h.req("POST", "/v1/entities", h.keyA, deep).wantProblem(t, 400, "bad-request", "Bad Request", "Malformed JSON body: nested more than 10000 levels deep at byte 10022")
 		h.req("POST", "/v1/entities", h.keyA, "").wantProblem(t, 400, "bad-request", "Bad Request", "Request body is required: send a JSON object")
 		h.req("POST", "/v1/entities", h.keyA, `{"type":"account"}`, "Content-Type", "text/plain").
 			wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "Content-Type must be application/json (got text/plain)")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -206,10 +207,16 @@ func requireJSON(c *fiber.Ctx) error {
 
 func isJSONSuffix(mt string) bool { return len(mt) > 5 && mt[len(mt)-5:] == "+json" }
 
+// maxJSONDepth is encoding/json's nesting limit, which it does not export.
+const maxJSONDepth = 10000
+
 func jsonErrText(err error) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
+	case errors.As(err, &se) && strings.HasSuffix(se.Error(), "exceeded max depth"):
+		// encoding/json's words for its nesting limit read as a bug.
+		return fmt.Sprintf("nested more than %d levels deep at byte %d", maxJSONDepth, se.Offset)
 	case errors.As(err, &se):
 		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
 	case errors.As(err, &te):
