@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -681,10 +683,46 @@ func jsonError(err error) error {
 	}
 	out := &Error{Status: StatusBadInput, Code: "invalid_json", Message: err.Error()}
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		// Said as the host says it ("points must be an integer"), not in
+		// encoding/json's words, which name the plugin's Go types.
 		out.Code, out.Field = "invalid_type", te.Field
+		out.Message = "expected " + kindWord(te.Type) + ", got " + te.Value
+		if te.Field != "" {
+			out.Message = te.Field + " must be " + kindWord(te.Type) + ", not " + te.Value
+		}
+	case errors.As(err, &se):
+		out.Message = strings.TrimPrefix(se.Error(), "json: ") + " at offset " + strconv.FormatInt(se.Offset, 10)
 	}
 	return out
+}
+
+// kindWord names what a Go type takes in JSON terms.
+func kindWord(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a value of another kind"
 }
 
 // inField returns a bad-input error as a copy whose Field is prefixed with

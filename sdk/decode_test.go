@@ -259,3 +259,30 @@ func TestDecoderKeyAtTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// A type without DecodeJSON is read by encoding/json; its refusals say
+// what the field must be, not which Go type the plugin declared.
+func TestDecoderValueErrorsSayTheRule(t *testing.T) {
+	t.Parallel()
+	type earn struct {
+		Points int64    `json:"points"`
+		Tags   []string `json:"tags"`
+	}
+	for _, tc := range []struct {
+		in, field, msg string
+	}{
+		{`{"points":1.5}`, "points", "points must be an integer, not number 1.5"},
+		{`{"tags":"a"}`, "tags", "tags must be an array, not string"},
+		{`"x"`, "", "expected an object, got string"},
+	} {
+		var v earn
+		err := NewDecoder([]byte(tc.in)).Value(&v)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "invalid_type" || e.Field != tc.field || e.Message != tc.msg {
+			t.Errorf("%s: %#v, want field %q message %q", tc.in, err, tc.field, tc.msg)
+		}
+		if e != nil && strings.Contains(e.Message, "Go struct") {
+			t.Errorf("%s: the message names Go types: %s", tc.in, e.Message)
+		}
+	}
+}

@@ -104,9 +104,9 @@ func TestLedgerDecide(t *testing.T) {
 		{"undecodable input", `{"command":"add","input":{"by":"x"}}`,
 			2, `{"code":"invalid_decimal","message":"not a decimal number"}`},
 		{"input of the wrong type", `{"command":"add","input":[1]}`,
-			2, `{"code":"invalid_type","message":"json: cannot unmarshal array into Go value of type sdk_test.addInput"}`},
+			2, `{"code":"invalid_type","message":"expected an object, got array"}`},
 		{"bad state", `{"command":"add","input":{"by":1},"state":{"count":"many"}}`,
-			2, `{"code":"invalid_state","message":"json: cannot unmarshal string into Go struct field tally.count of type int","field":"state.count"}`},
+			2, `{"code":"invalid_state","message":"count must be an integer, not string","field":"state.count"}`},
 		{"unknown command", `{"command":"nope"}`,
 			3, `{"code":"unknown_command","message":"ledger tally has no command \"nope\""}`},
 		{"append not supported", `{"command":"append","input":{"type":"added"}}`,
@@ -150,7 +150,7 @@ func TestLedgerEvolve(t *testing.T) {
 		{`{"fact":{"type":"added","data":{"by":0.2}},"state":{"total":0.1,"count":1}}`, 0, `{"total":0.3,"count":2}`},
 		{`{"fact":{"type":"reset"},"state":{"total":0.1,"count":1}}`, 0, `{"total":0,"count":0}`},
 		{`{"fact":{"type":"added","data":{"by":"x"}},"state":{"count":1}}`, 0, `{"total":0,"count":2}`},
-		{`{"fact":{"type":"added"},"state":"oops"}`, 2, `{"code":"invalid_state","message":"json: cannot unmarshal string into Go value of type sdk_test.tally","field":"state"}`},
+		{`{"fact":{"type":"added"},"state":"oops"}`, 2, `{"code":"invalid_state","message":"expected an object, got string","field":"state"}`},
 		{`{"fact":{"type":1}}`, 2, `{"code":"invalid_type","message":"expected string, got a number","field":"fact.type"}`},
 	} {
 		out := sdk.Invoke(l, abi.ExportEvolve, []byte(tc.msg))
