@@ -128,6 +128,35 @@ func queryInt(raw, name string) (int, error) {
 	return n, nil
 }
 
+// checkQuery refuses query parameters a listing or read does not know,
+// and any given more than once: a misspelt filter (typ=) would otherwise
+// list everything, and of limit=2&limit=3 only one can count.
+func checkQuery(c *fiber.Ctx, known ...string) error {
+	var errs []problem.FieldError
+	seen := map[string]bool{}
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+		name := string(k)
+		switch {
+		case !slices.Contains(known, name):
+			if !seen[name] {
+				msg := "unknown query parameter " + name
+				if len(known) > 0 {
+					msg += "; known are " + strings.Join(known, ", ")
+				}
+				errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeUnknownField, Message: msg})
+			}
+		case seen[name]:
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeFormat, Message: name + " is given more than once"})
+		}
+		seen[name] = true
+	})
+	if len(errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
+	return problem.Validation(errs)
+}
+
 // queryLimit reads the limit query parameter: 0 when absent (the default
 // page size), else an integer of at least 1. limit=0 is refused rather
 // than read as absent, as the message of the upper bound says.

@@ -211,3 +211,38 @@ func TestRefusalsSayTheRule(t *testing.T) {
 	// A domain field of such a name goes inside data.
 	h.req("PATCH", "/v1/entities/"+ent+"?entity_type=account", h.keyA, `{"version":1,"data":{"note":"kept"}}`).wantStatus(t, 200)
 }
+
+// TestQueryParametersAreChecked: every platform listing and read refuses
+// a query parameter it does not know (a misspelt filter would otherwise
+// list everything) and one given twice (only one of them could count).
+func TestQueryParametersAreChecked(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	for _, tc := range []struct {
+		path, field, code string
+	}{
+		{"/v1/configs?typ=webhook", "typ", "unknown_field"},
+		{"/v1/configs?limit=2&limit=3", "limit", "format"},
+		{"/v1/facts?typ=deposit", "typ", "unknown_field"},
+		{"/v1/facts?type=deposit&type=withdrawal", "type", "format"},
+		{"/v1/entities/" + ent + "/facts?foo=1", "foo", "unknown_field"},
+		{"/v1/entities/" + ent + "?entity_type=account&extra=1", "extra", "unknown_field"},
+		{"/v1/entities/" + ent + "?entity_type=account&entity_type=asset", "entity_type", "format"},
+		{"/v1/entities?entity_type=account&entity_type=asset", "entity_type", "format"},
+		{"/v1/entities?entity_type=account&nofield=1", "nofield", "unknown_field"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			r := h.req("GET", tc.path, h.keyA, nil)
+			r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+			if errs, _ := r.body["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != tc.field || errs[0].(map[string]any)["code"] != tc.code {
+				t.Fatalf("want %s/%s first: %s", tc.field, tc.code, r.raw)
+			}
+		})
+	}
+	// The same reads with what they know answer.
+	for _, path := range []string{"/v1/configs?type=webhook&limit=2", "/v1/facts?type=deposit", "/v1/entities/" + ent + "/facts?limit=5",
+		"/v1/entities/" + ent + "?entity_type=account", "/v1/entities?entity_type=account&status=active"} {
+		h.req("GET", path, h.keyA, nil).wantStatus(t, 200)
+	}
+}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -192,6 +191,9 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 }
 
 func (s *Server) getEntity(c *fiber.Ctx) error {
+	if err := checkQuery(c, "entity_type"); err != nil {
+		return err
+	}
 	e, err := s.platform.GetEntity(ctx(c), tenant(c), Param(c, "id"), c.Query("entity_type"))
 	if err != nil {
 		return err
@@ -204,6 +206,13 @@ func (s *Server) getEntity(c *fiber.Ctx) error {
 var listReserved = map[string]bool{"entity_type": true, "cursor": true, "limit": true}
 
 func (s *Server) listEntities(c *fiber.Ctx) error {
+	// Field filters are the type's own (the platform refuses unknown
+	// ones); none may be given twice.
+	var names []string
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) { names = append(names, string(k)) })
+	if err := checkQuery(c, names...); err != nil {
+		return err
+	}
 	limit, err := queryLimit(c)
 	if err != nil {
 		return err
@@ -272,6 +281,9 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 }
 
 func (s *Server) listEntityFacts(c *fiber.Ctx) error {
+	if err := checkQuery(c, "cursor", "limit"); err != nil {
+		return err
+	}
 	limit, err := queryLimit(c)
 	if err != nil {
 		return err
@@ -338,16 +350,8 @@ var listFactsParams = []string{"type", "subtype", "source_id", "entity_id", "fro
 // entity-less ones (webhook audit facts) included. An unknown parameter
 // is refused rather than ignored: a misspelt filter would list everything.
 func (s *Server) listFacts(c *fiber.Ctx) error {
-	var errs []problem.FieldError
-	for k := range c.Queries() {
-		if !slices.Contains(listFactsParams, k) {
-			errs = append(errs, problem.FieldError{Field: k, Code: problem.CodeUnknownField,
-				Message: "unknown query parameter " + k + "; filters are " + strings.Join(listFactsParams[:6], ", ")})
-		}
-	}
-	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
-		return problem.Validation(errs)
+	if err := checkQuery(c, listFactsParams...); err != nil {
+		return err
 	}
 	limit, err := queryLimit(c)
 	if err != nil {
@@ -482,6 +486,9 @@ func (s *Server) configVersion(c *fiber.Ctx) error {
 }
 
 func (s *Server) listConfigs(c *fiber.Ctx) error {
+	if err := checkQuery(c, "type", "status", "cursor", "limit"); err != nil {
+		return err
+	}
 	limit, err := queryLimit(c)
 	if err != nil {
 		return err
