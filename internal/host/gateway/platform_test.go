@@ -426,6 +426,9 @@ func TestHostErrors(t *testing.T) {
 		h.req("POST", "/v1/entities", h.keyA, "").wantProblem(t, 400, "bad-request", "Bad Request", "Request body is required: send a JSON object")
 		h.req("POST", "/v1/entities", h.keyA, `{"type":"account"}`, "Content-Type", "text/plain").
 			wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "Content-Type must be application/json (got text/plain)")
+		h.req("POST", "/v1/entities", h.keyA, `{"type":"account"}`, "Content-Type", "application/json; charset=latin1").
+			wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "JSON bodies are UTF-8: charset latin1 is not accepted")
+		h.req("POST", "/v1/entities", h.keyA, validAccount, "Content-Type", "application/json; charset=UTF-8").wantStatus(t, 201)
 		// fiber's in-memory test transport refuses oversized bodies itself,
 		// so this one goes over a real loopback connection.
 		big := `{"type":"account","name":"` + strings.Repeat("x", 70<<10) + `"}`

@@ -194,13 +194,18 @@ func invalidField(b *store.InvalidInputError) problem.FieldError {
 // requireJSON answers 415 unless the body is declared as JSON.
 func requireJSON(c *fiber.Ctx) error {
 	ct := c.Get(fiber.HeaderContentType)
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != fiber.MIMEApplicationJSON && !isJSONSuffix(mt)) {
 		shown := ct
 		if shown == "" {
 			shown = "none"
 		}
 		return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/json (got %s)", shown)
+	}
+	// JSON is UTF-8 (RFC 8259); a body declared in another charset would
+	// be read as UTF-8 all the same, and its text changed.
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return problem.Newf(problem.UnsupportedMediaType, "JSON bodies are UTF-8: charset %s is not accepted", cs)
 	}
 	return nil
 }
