@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,23 +14,24 @@ import (
 	"github.com/factline/factline/manifests"
 )
 
+const checkSynopsis = "check [--format text|json] [--domain FILE]... [--plugin FILE.wasm]... FILE..."
+
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("check", checkSynopsis)
 	format := fs.String("format", "text", "output format: text or json")
 	var domains listFlag
 	fs.Var(&domains, "domain", "domain manifest file or directory gateway manifests are checked against, layered over the built-in one like serve does (repeatable; domain manifests among FILEs are layered too)")
 	var pluginFiles listFlag
 	fs.Var(&pluginFiles, "plugin", "plugin module (FILE.wasm) whose commands the command routes are checked against, besides the plugins built into the binary (repeatable)")
 	pluginCache := fs.String("plugin-cache-dir", "", "where compiled plugins are cached, shared with serve (default: the user cache dir)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if *format != "text" && *format != "json" {
 		return usageErr("factline check: --format must be text or json")
 	}
 	if fs.NArg() == 0 {
-		return usageErr("usage: factline check [--format text|json] [--domain FILE]... [--plugin FILE.wasm]... FILE...")
+		return usageErr("usage: factline %s", checkSynopsis)
 	}
 	all := []manifest.Diagnostic{}
 	sources := map[string][]byte{}

@@ -82,11 +82,27 @@ func domainManifest(t *testing.T) string {
 // exit code.
 func cli(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return cliWithin(t, 0, env, args...)
+}
+
+// cliWithin is cli failing the test when the command runs longer than
+// timeout (0: no limit), for a command that would otherwise start serving.
+func cliWithin(t *testing.T, timeout time.Duration, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("factline %s still ran after %v\n%s%s", strings.Join(args, " "), timeout, stdout.String(), stderr.String())
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -94,6 +110,18 @@ func cli(t *testing.T, env []string, args ...string) (string, string, int) {
 		t.Fatal(err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// newStore returns a data dir holding an embedded store, created with
+// `factline migrate up`: the commands that only read or change a store
+// (keys, webhooks) refuse a data dir without one.
+func newStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, errOut, code := cli(t, nil, "migrate", "up", "--data-dir", dir); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+	}
+	return dir
 }
 
 // server is a running `factline serve` process.
@@ -259,7 +287,7 @@ func TestRestartKeepsData(t *testing.T) {
 				// Local state (the webhook key file) goes to a temp dir too.
 				storeArgs = []string{"--database-url", testutil.Postgres(t), "--data-dir", t.TempDir()}
 			} else {
-				storeArgs = []string{"--data-dir", t.TempDir()}
+				storeArgs = []string{"--data-dir", newStore(t)}
 			}
 			key, stderr, code := cli(t, nil, append([]string{"keys", "create", "--tenant", "acme", "--mode", "live"}, storeArgs...)...)
 			key = strings.TrimSpace(key)
@@ -306,7 +334,7 @@ func TestRestartKeepsData(t *testing.T) {
 
 func TestCLIErrors(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := newStore(t)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -391,12 +419,15 @@ func TestCheckLocatesEveryProblem(t *testing.T) {
 func TestEnvironmentConfiguresFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	_, stderr, code := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "create", "--tenant", "envt")
-	if code != 0 {
-		t.Fatalf("keys create: %d %s", code, stderr)
+	if _, stderr, code := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: %d %s", code, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "factline.db")); err != nil {
 		t.Fatalf("FACTLINE_DATA_DIR ignored: %v", err)
+	}
+	_, stderr, code := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "create", "--tenant", "envt")
+	if code != 0 {
+		t.Fatalf("keys create: %d %s", code, stderr)
 	}
 	stdout, _, _ := cli(t, []string{"FACTLINE_DATA_DIR=" + dir}, "keys", "list")
 	if !strings.Contains(stdout, "envt") {

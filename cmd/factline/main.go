@@ -1,13 +1,18 @@
 // Command factline runs the Factline gateway and its operator tools.
 //
-//	factline serve   start the HTTP gateway
-//	factline keys    create, list and revoke API keys
-//	factline check   check manifests and report every problem
-//	factline migrate apply or list schema migrations
+//	factline serve    start the HTTP gateway
+//	factline keys     create, list and revoke API keys
+//	factline check    check manifests and report every problem
+//	factline openapi  print the OpenAPI description of a gateway manifest
+//	factline plugin   check a plugin module against the plugin ABI
+//	factline migrate  apply or list schema migrations
+//	factline ledger   re-derive entity snapshots from their facts
 //	factline webhooks replay, list, pause and resume webhook deliveries
-//	factline version print the version
+//	factline probe    answer a container health check
+//	factline version  print the version
 //
-// Every flag can also be set through FACTLINE_<FLAG> (dashes become
+// -h, --help or help after any command or group of commands prints its
+// help. Every flag can also be set through FACTLINE_<FLAG> (dashes become
 // underscores), for example --database-url and FACTLINE_DATABASE_URL.
 package main
 
@@ -21,26 +26,26 @@ import (
 	"strings"
 )
 
-// exitUsage is the exit code of a command-line mistake.
-const exitUsage = 2
-
+// command is a command, or a group of commands (subs) such as keys.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	subs    []command
+	notes   string // a group's help after its list of commands
 }
 
 var commands = []command{
-	{"serve", "start the HTTP gateway", runServe},
-	{"keys", "create, list and revoke API keys (keys create|list|revoke)", runKeys},
-	{"check", "check manifest files and report every problem", runCheck},
-	{"openapi", "print the OpenAPI 3.0 description of a gateway manifest", runOpenAPI},
-	{"plugin", "check a plugin module against the plugin ABI (plugin test FILE.wasm)", runPlugin},
-	{"migrate", "apply or list the store's schema migrations (migrate up|status)", runMigrate},
-	{"ledger", "re-derive entity snapshots from their facts (ledger rebuild)", runLedger},
-	{"webhooks", "replay, list and resume webhook deliveries (webhooks replay|dead-letters|resume)", runWebhooks},
-	{"probe", "exit 0 when a URL (default http://127.0.0.1:8080/ready) answers 200, for container health checks", runProbe},
-	{"version", "print the version", runVersion},
+	{name: "serve", summary: "start the HTTP gateway", run: runServe},
+	{name: "keys", summary: "create, list and revoke API keys", subs: keysCommands},
+	{name: "check", summary: "check manifest files and report every problem", run: runCheck},
+	{name: "openapi", summary: "print the OpenAPI 3.0 description of a gateway manifest", run: runOpenAPI},
+	{name: "plugin", summary: "check a plugin module against the plugin ABI", subs: pluginCommands},
+	{name: "migrate", summary: "apply or list the store's schema migrations", subs: migrateCommands},
+	{name: "ledger", summary: "re-derive entity snapshots from their facts", subs: ledgerCommands},
+	{name: "webhooks", summary: "replay, list, pause and resume webhook deliveries", subs: webhooksCommands, notes: webhooksNotes},
+	{name: "probe", summary: "exit 0 when a URL (default http://127.0.0.1:8080/ready) answers 200, for container health checks", run: runProbe},
+	{name: "version", summary: "print the version (also factline --version)", run: runVersion},
 }
 
 func main() {
@@ -48,104 +53,77 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return exitUsage
-		}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
+	err := dispatch(ctx, "factline", commands, "", args, stdout, stderr)
+	var ee *exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout, stderr)
-			var ee *exitError
-			switch {
-			case err == nil:
-				return 0
-			case errors.Is(err, flag.ErrHelp):
-				return 0
-			case errors.As(err, &ee):
-				if ee.msg != "" {
-					fmt.Fprintln(stderr, ee.msg)
-				}
-				return ee.code
-			default:
-				fmt.Fprintf(stderr, "factline %s: %v\n", c.name, err)
-				return 1
-			}
+	case errors.As(err, &ee):
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, ee.msg)
 		}
-	}
-	fmt.Fprintf(stderr, "factline: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return exitUsage
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: factline <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'factline <command> -h' for the flags of a command.")
-}
-
-// exitError carries an exit code and an optional message.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
-}
-
-// flagKind names what a flag's value must be, for an error message.
-func flagKind(f *flag.Flag) string {
-	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-		return "true or false"
-	}
-	switch kind, _ := flag.UnquoteUsage(f); kind {
-	case "int":
-		return "an integer"
-	case "duration":
-		return "a duration (for example 500ms or 2s)"
-	case "", "value", "string":
-		return "a value"
+		return ee.code
 	default:
-		return "a " + kind
+		fmt.Fprintf(stderr, "factline: %v\n", err)
+		return 1
 	}
 }
 
-// parse parses flags, then fills every flag not given on the command line
-// from FACTLINE_<FLAG>.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: exitUsage}
+// dispatch runs the command of cmds that args[0] names; path is the
+// command line before it ("factline keys"). "help CMD..." is "CMD... -h".
+func dispatch(ctx context.Context, path string, cmds []command, notes string, args []string, stdout, stderr io.Writer) error {
+	switch {
+	case len(args) == 0:
+		return usageErr("%s\n%s: a command is required", groupHelp(path, cmds, notes), path)
+	case args[0] == "help" && len(args) > 1:
+		return dispatch(ctx, path, cmds, notes, append(args[1:], "-h"), stdout, stderr)
+	case isHelp(args[0]):
+		fmt.Fprint(stdout, groupHelp(path, cmds, notes))
+		return flag.ErrHelp
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
+	for _, c := range cmds {
+		if c.name != args[0] {
+			continue
 		}
-		env := "FACTLINE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				msg := fmt.Sprintf("%s=%q: --%s wants %s", env, v, f.Name, flagKind(f))
-				if e.Error() != "parse error" { // the flag package's word for "not that kind of value"
-					msg += ": " + e.Error()
-				}
-				err = usageErr("%s", msg)
+		name := path + " " + c.name
+		if c.subs != nil {
+			return dispatch(ctx, name, c.subs, c.notes, args[1:], stdout, stderr)
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		var ee *exitError
+		if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.As(err, &ee) {
+			return &exitError{code: 1, msg: fmt.Sprintf("%s: %v", name, err)}
+		}
+		return err
+	}
+	return usageErr("%s: unknown command %q\n\n%s", path, args[0], groupHelp(path, cmds, notes))
+}
+
+// groupHelp is the help of the top level or of a group of commands.
+func groupHelp(path string, cmds []command, notes string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: %s <command> [flags]\n\nCommands:\n", path)
+	width := 0
+	for _, c := range cmds {
+		width = max(width, len(c.name))
+	}
+	for _, c := range cmds {
+		summary := c.summary
+		if c.subs != nil {
+			names := make([]string, len(c.subs))
+			for i, s := range c.subs {
+				names[i] = s.name
 			}
+			summary += " (" + c.name + " " + strings.Join(names, "|") + ")"
 		}
-	})
-	return err
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.name, summary)
+	}
+	if notes != "" {
+		fmt.Fprintf(&b, "\n%s\n", notes)
+	}
+	fmt.Fprintf(&b, "\nRun '%s <command> -h' for the help of a command.\n", path)
+	return b.String()
 }

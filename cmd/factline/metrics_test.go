@@ -86,7 +86,7 @@ func TestDatabaseMaxConnsRejectsNegative(t *testing.T) {
 // operator's plugin list shows; a fresh start shows no calls.
 func TestPluginInstances(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := newStore(t)
 	op, stderr, code := cli(t, nil, "keys", "create", "--tenant", "operator", "--mode", "admin", "--data-dir", dir)
 	if code != 0 {
 		t.Fatalf("keys create: %d %s", code, stderr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -12,39 +11,53 @@ import (
 	"github.com/factline/factline/internal/host/store"
 )
 
-// runMigrate applies (up) or lists (status) the store's schema migrations,
-// for operators who run them as a deployment step and serve with
-// --migrate=false.
-func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "status") {
-		return usageErr("usage: factline migrate up|status [--database-url URL | --data-dir DIR]")
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("migrate "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+var migrateCommands = []command{
+	{name: "up", summary: "apply the pending migrations (creating the embedded store when there is none)", run: runMigrateUp},
+	{name: "status", summary: "list each migration, applied or pending", run: runMigrateStatus},
+}
+
+// migrateFlags parses the flags of migrate up or status, for operators
+// who run migrations as a deployment step and serve with --migrate=false.
+func migrateFlags(sub string, args []string, stdout, stderr io.Writer) (app.Config, *storeFlags, error) {
+	fs := newFlags("migrate "+sub, "migrate "+sub+" [--database-url URL | --data-dir DIR]")
 	var sf storeFlags
 	sf.register(fs)
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
+		return app.Config{}, nil, err
+	}
+	if err := noArgs(fs); err != nil {
+		return app.Config{}, nil, err
+	}
+	return app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Logger: quietLogger(stderr)}, &sf, nil
+}
+
+func runMigrateUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, _, err := migrateFlags("up", args, stdout, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("factline migrate %s: unexpected arguments %v", sub, fs.Args())
+	// What this process applied: another one migrating the same
+	// database at once applies the rest, under the same lock.
+	applied, err := app.Migrate(ctx, cfg)
+	for _, name := range applied {
+		fmt.Fprintf(stdout, "applied %s\n", name)
 	}
-	cfg := app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Logger: quietLogger(stderr)}
-	if sub == "up" {
-		// What this process applied: another one migrating the same
-		// database at once applies the rest, under the same lock.
-		applied, err := app.Migrate(ctx, cfg)
-		for _, name := range applied {
-			fmt.Fprintf(stdout, "applied %s\n", name)
-		}
-		if err != nil {
-			return err
-		}
-		if len(applied) == 0 {
-			fmt.Fprintln(stdout, "nothing to apply: the schema is up to date")
-		}
-		return nil
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "nothing to apply: the schema is up to date")
+	}
+	return nil
+}
+
+func runMigrateStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, sf, err := migrateFlags("status", args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := sf.requireStore("migrate status"); err != nil {
+		return err
 	}
 	st, err := app.MigrationStatus(ctx, cfg)
 	if len(st) > 0 {

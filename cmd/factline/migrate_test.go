@@ -15,8 +15,10 @@ import (
 // storeArgs returns the flags selecting a fresh store of each kind.
 func storeArgs(t *testing.T) map[string][]string {
 	return map[string][]string{
-		"sqlite":   {"--data-dir", t.TempDir()},
-		"postgres": {"--database-url", testutil.Postgres(t)},
+		"sqlite": {"--data-dir", t.TempDir()},
+		// Local state (serve's webhook key file) goes to a temp dir too,
+		// not to ./data in the package directory.
+		"postgres": {"--database-url", testutil.Postgres(t), "--data-dir", t.TempDir()},
 	}
 }
 
@@ -44,9 +46,14 @@ func TestMigrateStatusFreshAndMigrated(t *testing.T) {
 	t.Parallel()
 	for name, args := range storeArgs(t) {
 		t.Run(name, func(t *testing.T) {
-			for _, s := range migrationStates(t, args) {
-				if s != "pending" {
-					t.Fatalf("fresh database: a migration is %s", s)
+			// A data dir without a store has nothing to list
+			// (TestCommandsNeedAnExistingStore); a fresh Postgres
+			// database has every migration pending.
+			if name == "postgres" {
+				for _, s := range migrationStates(t, args) {
+					if s != "pending" {
+						t.Fatalf("fresh database: a migration is %s", s)
+					}
 				}
 			}
 			out, errOut, code := cli(t, nil, append([]string{"migrate", "up"}, args...)...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -13,20 +12,23 @@ import (
 
 // runOpenAPI prints the OpenAPI 3.0 description of a gateway manifest (or
 // of the platform API alone) as JSON.
-func runOpenAPI(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("openapi", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runOpenAPI(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("openapi", "openapi [--manifest FILE] [--domain FILE]... [flags]")
 	man := fs.String("manifest", "", "gateway manifest to describe (empty: the platform API alone)")
 	var domains listFlag
 	fs.Var(&domains, "domain", "domain manifest file or directory layered over the built-in one (repeatable)")
 	server := fs.String("server-url", "", "server URL to put in the document")
 	docsURL := fs.String("docs-url", openapi.DefaultDocsURL, "base URL of the problem type pages")
 	html := fs.Bool("html", false, "print the human API reference page instead of JSON")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("factline openapi: unexpected arguments %v (use --manifest FILE)", fs.Args())
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	docs, err := checkDocsURL("openapi", *docsURL)
+	if err != nil {
+		return err
 	}
 	domain, err := app.LoadDomain(domains...)
 	if err != nil {
@@ -38,7 +40,7 @@ func runOpenAPI(_ context.Context, args []string, stdout, stderr io.Writer) erro
 			return &exitError{code: 1, msg: err.Error()}
 		}
 	}
-	doc, err := openapi.Generate(gw, domain, openapi.Options{ServerURL: *server, DocsURL: *docsURL, Version: versionOf(gw), Endpoints: app.Endpoints(true)})
+	doc, err := openapi.Generate(gw, domain, openapi.Options{ServerURL: *server, DocsURL: docs, Version: versionOf(gw), Endpoints: app.Endpoints(true)})
 	if err != nil {
 		return err
 	}

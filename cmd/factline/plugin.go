@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,23 +14,33 @@ import (
 	"github.com/factline/factline/sdk/conformance"
 )
 
-// runPlugin: factline plugin test FILE.wasm runs the conformance kit.
-func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "test" {
-		return usageErr(pluginTestUsage)
-	}
-	fs := flag.NewFlagSet("plugin test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	timeout := fs.Duration("timeout", 100*time.Millisecond, "deadline of one plugin call, as the gateway runs it")
-	memory := fs.Int("memory-mib", 64, "memory cap of one instance, as the gateway runs it")
-	calls := fs.Int("calls", 10000, "calls of the memory check")
+var pluginCommands = []command{
+	{name: "test", summary: "run the conformance kit on a plugin module (plugin test FILE.wasm)", run: runPluginTest},
+}
+
+var ledgerCommands = []command{
+	{name: "rebuild", summary: "re-derive the snapshots of one entity type of a tenant", run: runLedgerRebuild},
+}
+
+// runPluginTest: factline plugin test FILE.wasm runs the conformance kit.
+func runPluginTest(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("plugin test", pluginTestSynopsis)
+	timeout := fs.Duration("timeout", 100*time.Millisecond, "deadline of one plugin call, as the gateway runs it; above 0")
+	memory := fs.Int("memory-mib", 64, "memory cap of one instance, as the gateway runs it; 8 to 4096")
+	calls := fs.Int("calls", 10000, "calls of the memory check, at least 1")
 	inputs := inputFlag{}
 	fs.Var(inputs, "input", "sample input COMMAND=JSON for the determinism, replay and memory checks (repeatable)")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageErr(pluginTestUsage)
+		return usageErr("factline plugin test: want one FILE.wasm, got %d arguments %v\nusage: factline %s", fs.NArg(), fs.Args(), pluginTestSynopsis)
+	}
+	if err := checkPluginLimits("plugin test", "--memory-mib", *memory, "--timeout", *timeout); err != nil {
+		return err
+	}
+	if *calls < 1 {
+		return usageErr("factline plugin test: --calls must be at least 1, got %d", *calls)
 	}
 	module, err := os.ReadFile(fs.Arg(0))
 	if err != nil {
@@ -48,7 +57,7 @@ func runPlugin(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-const pluginTestUsage = "usage: factline plugin test [--timeout D] [--memory-mib N] [--input COMMAND=JSON]... FILE.wasm"
+const pluginTestSynopsis = "plugin test [--timeout D] [--memory-mib N] [--calls N] [--input COMMAND=JSON]... FILE.wasm"
 
 // inputFlag collects --input COMMAND=JSON, repeatable: the sample inputs
 // per command the conformance kit calls the plugin with.
@@ -68,14 +77,10 @@ func (f inputFlag) Set(v string) error {
 	return nil
 }
 
-// runLedger: factline ledger rebuild re-derives entity snapshots by
+// runLedgerRebuild: factline ledger rebuild re-derives entity snapshots by
 // replaying facts through the entity type's ledger.
-func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "rebuild" {
-		return usageErr("usage: factline ledger rebuild --tenant T --entity-type TYPE [store flags]")
-	}
-	fs := flag.NewFlagSet("ledger rebuild", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runLedgerRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ledger rebuild", "ledger rebuild --tenant T --entity-type TYPE [flags]")
 	var sf storeFlags
 	sf.register(fs)
 	tenant := fs.String("tenant", "", "tenant whose entities to rebuild (required)")
@@ -83,11 +88,17 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var domains listFlag
 	fs.Var(&domains, "domain", "domain manifest file or directory layered over the built-in one (repeatable)")
 	pluginsDir := fs.String("plugins-dir", "", "directory of plugin modules (*.wasm)")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if *tenant == "" || *typ == "" {
 		return usageErr("factline ledger rebuild: --tenant and --entity-type are required")
+	}
+	if err := sf.requireStore("ledger rebuild"); err != nil {
+		return err
 	}
 	a, err := app.New(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Domains: domains, PluginsDir: *pluginsDir, Logger: quietLogger(stderr)})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // serve does not have.
 func TestREADMEListsEveryServeFlag(t *testing.T) {
 	t.Parallel()
-	_, help, code := cli(t, nil, "serve", "-h")
+	help, _, code := cli(t, nil, "serve", "-h")
 	if code != 0 {
 		t.Fatalf("serve -h: exit %d\n%s", code, help)
 	}

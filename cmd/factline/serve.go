@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,23 +14,13 @@ import (
 	"time"
 
 	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/auth"
 	"github.com/factline/factline/internal/host/logbuf"
+	"github.com/factline/factline/internal/host/webhook"
 )
 
-// storeFlags are shared by every command that opens the store.
-type storeFlags struct {
-	databaseURL string
-	dataDir     string
-}
-
-func (f *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.databaseURL, "database-url", "", "Postgres URL; empty uses the embedded SQLite file in --data-dir")
-	fs.StringVar(&f.dataDir, "data-dir", "./data", "directory of the embedded store and other local state")
-}
-
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("serve", "serve [flags]")
 	var sf storeFlags
 	sf.register(fs)
 	addr := fs.String("addr", ":8080", "address to listen on")
@@ -46,41 +35,67 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	allowNets := fs.String("webhook-allow-networks", "", "non-public address ranges webhooks may reach, for example 10.0.0.0/8 (empty: public only)")
 	pluginCache := fs.String("plugin-cache-dir", "", "where compiled plugins are cached across restarts (default: the user cache dir)")
 	operator := fs.String("operator-tenant", "operator", "tenant whose admin keys may install and roll back plugins")
-	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "CPU-time budget of one plugin call (stopped after 10 times it in wall time)")
-	pluginMemory := fs.Int("plugin-memory-mib", 64, "memory cap of one plugin instance, in MiB")
+	pluginTimeout := fs.Duration("plugin-timeout", 100*time.Millisecond, "CPU-time budget of one plugin call, above 0 (stopped after 10 times it in wall time)")
+	pluginMemory := fs.Int("plugin-memory-mib", 64, "memory cap of one plugin instance, in MiB, 8 to 4096")
 	pluginInstances := fs.Int("plugin-instances", 0, "instances of each loaded plugin serving calls side by side, 1 to 1024; 0: 2 per GOMAXPROCS")
-	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages")
-	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes")
+	docsURL := fs.String("docs-url", "https://docs.factline.dev", "base URL of the problem type pages, an absolute http or https URL")
+	bodyLimit := fs.Int("body-limit", 1<<20, "largest accepted request body in bytes, at least 1")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	migrate := fs.Bool("migrate", true, "apply pending schema migrations at start (false: refuse to start while one is pending; see factline migrate)")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this address instead of --addr (for example 127.0.0.1:9090)")
 	dbMaxConns := fs.Int("database-max-conns", 0, "Postgres connection pool size; 0: 16 per GOMAXPROCS (at least 10), at most a quarter of the server's max_connections")
 	pprof := fs.Bool("pprof", false, "serve /debug/pprof/ on --metrics-addr (requires --metrics-addr)")
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if *dbMaxConns < 0 || *dbMaxConns > math.MaxInt32 {
-		return usageErr("--database-max-conns must be 0 (automatic) or a positive number, got %d", *dbMaxConns)
+	if err := noArgs(fs); err != nil {
+		return err
 	}
-	// Checked before anything starts: a listen address that cannot be one
-	// would otherwise fail only after the store and the plugins are up.
+	// Every value that can be checked without I/O is checked here, before
+	// the store is opened (or created) and the plugins start loading.
+	bad := func(format string, args ...any) error { return usageErr("factline serve: "+format, args...) }
+	if *dbMaxConns < 0 || *dbMaxConns > math.MaxInt32 {
+		return bad("--database-max-conns must be 0 (automatic) or a positive number, got %d", *dbMaxConns)
+	}
 	for _, a := range []struct{ flag, addr string }{{"--addr", *addr}, {"--metrics-addr", *metricsAddr}} {
 		if a.addr == "" && a.flag == "--metrics-addr" {
 			continue
 		}
 		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
-			return usageErr("%s %q: want host:port or :port (for example 127.0.0.1:9090)", a.flag, a.addr)
+			return bad("%s %q: want host:port or :port (for example 127.0.0.1:9090)", a.flag, a.addr)
 		}
 	}
 	if *pluginInstances < 0 || *pluginInstances > 1024 {
-		return usageErr("--plugin-instances must be 0 (2 per GOMAXPROCS) or 1 to 1024, got %d", *pluginInstances)
+		return bad("--plugin-instances must be 0 (2 per GOMAXPROCS) or 1 to 1024, got %d", *pluginInstances)
+	}
+	if err := checkPluginLimits("serve", "--plugin-memory-mib", *pluginMemory, "--plugin-timeout", *pluginTimeout); err != nil {
+		return err
+	}
+	if *bodyLimit < 1 {
+		return bad("--body-limit must be at least 1 (bytes), got %d", *bodyLimit)
+	}
+	docs, err := checkDocsURL("serve", *docsURL)
+	if err != nil {
+		return err
+	}
+	if !auth.ValidTenant(*operator) {
+		return bad("--operator-tenant %q: use 1-64 letters, digits, _ . and -", *operator)
+	}
+	if *secretKey != "" {
+		if _, err := webhook.ParseSecretKey(*secretKey); err != nil {
+			// The value is a secret: not repeated.
+			return bad("--secret-key: want 32 bytes, base64 or hex encoded (for example from openssl rand -base64 32)")
+		}
+	}
+	if _, err := webhook.ParseAllowList(*allowNets); err != nil {
+		return bad("--webhook-allow-networks: %v", err)
 	}
 	if *pprof && *metricsAddr == "" {
-		return usageErr("--pprof requires --metrics-addr: profiles are never served on the API address")
+		return bad("--pprof requires --metrics-addr: profiles are never served on the API address")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageErr("--log-level: %v", err)
+		return bad("--log-level: %v", err)
 	}
 	// One JSON line per request: batched into a write every 100 ms or
 	// 64 KiB rather than a write system call per line.
@@ -96,7 +111,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		SecretKey: *secretKey, WebhookAllowNetworks: *allowNets,
 		PluginsDir: *pluginsDir, PluginCacheDir: *pluginCache, OperatorTenant: *operator, PluginTimeout: *pluginTimeout, PluginMemoryMiB: *pluginMemory,
 		PluginInstances: *pluginInstances,
-		DocsURL:         *docsURL, BodyLimit: *bodyLimit, Logger: logger,
+		DocsURL:         docs, BodyLimit: *bodyLimit, Logger: logger,
 		SkipMigrations: !*migrate, MetricsAddr: *metricsAddr, Pprof: *pprof,
 	})
 	if err != nil {
@@ -124,7 +139,14 @@ func displayAddr(a net.Addr) string {
 	return fmt.Sprintf("localhost:%d", tcp.Port)
 }
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("version", "version")
+	if err := parse(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "factline", app.Version)
 	return nil
 }

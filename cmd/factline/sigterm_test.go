@@ -21,7 +21,7 @@ import (
 // the real binary.
 func TestSIGTERMAnswersRequestsOnIdleConnections(t *testing.T) {
 	const rounds, idle, loaders = 3, 30, 4
-	dataDir := t.TempDir()
+	dataDir := newStore(t)
 	key, stderr, code := cli(t, nil, "keys", "create", "--tenant", "acme", "--mode", "live", "--data-dir", dataDir)
 	key = strings.TrimSpace(key)
 	if code != 0 {

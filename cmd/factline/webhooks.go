@@ -11,108 +11,144 @@ import (
 	"time"
 
 	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/webhook"
 )
 
-// webhooksUsage is the help of `factline webhooks`.
-const webhooksUsage = `Usage: factline webhooks <command> [flags]
+var webhooksCommands = []command{
+	{name: "replay", summary: "replay dead deliveries: replay --tenant T DELIVERY_ID..., or --all [--config-id CFG]", run: runWebhooksReplay},
+	{name: "dead-letters", summary: "list dead deliveries: dead-letters --tenant T [--config-id CFG]", run: runWebhooksDeadLetters},
+	{name: "pause", summary: "pause a config's deliveries: pause --tenant T CONFIG_ID", run: runWebhooksPauseOrResume("pause")},
+	{name: "resume", summary: "resume a paused config (by pause or a 410): resume --tenant T CONFIG_ID", run: runWebhooksPauseOrResume("resume")},
+}
 
-Commands:
-  replay        replay dead deliveries: factline webhooks replay --tenant T DELIVERY_ID...
-                or every dead delivery (of one config): --all [--config-id CFG]
-  dead-letters  list dead deliveries: factline webhooks dead-letters --tenant T [--config-id CFG]
-  pause         pause a config's deliveries: factline webhooks pause --tenant T CONFIG_ID
-  resume        resume a paused config (by pause or a 410): factline webhooks resume --tenant T CONFIG_ID
-
-Flags shared by every command (each also read from FACTLINE_<FLAG>):
-  --database-url  Postgres URL; empty: the embedded store in --data-dir
-  --data-dir      data directory of the embedded store (default ./data)
+// webhooksNotes end the help of `factline webhooks`.
+const webhooksNotes = `Each works on the store directly, as the admin API does, and takes
+--tenant (required), --json and --database-url or --data-dir (default
+./data, a store that must exist), each also read from FACTLINE_<FLAG>.
 
 A running factline serve delivers replayed deliveries; replay only queues
 them (attempt 1, a new signature timestamp) and records
 lifecycle.webhook_replayed.`
 
-// runWebhooks runs `factline webhooks ...`: the admin API's replay,
-// dead-letter listing, pause and resume, on the store directly.
-func runWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, webhooksUsage)
-		if len(args) == 0 {
-			return errors.New("a command is required")
-		}
-		return flag.ErrHelp
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("webhooks "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var sf storeFlags
-	sf.register(fs)
-	tenant := fs.String("tenant", "", "tenant (required)")
-	jsonOut := fs.Bool("json", false, "print JSON")
-	var all *bool
-	var configID *string
-	limit := 50
-	switch sub {
-	case "replay":
-		all = fs.Bool("all", false, "replay every dead delivery of the tenant (of --config-id when given)")
-		configID = fs.String("config-id", "", "with --all: only this config's dead deliveries")
-	case "dead-letters":
-		configID = fs.String("config-id", "", "only this config's dead deliveries")
-		fs.IntVar(&limit, "limit", 50, "page size (at most 200)")
-	case "pause", "resume":
-	default:
-		fmt.Fprintln(stderr, webhooksUsage)
-		return fmt.Errorf("unknown command %q (replay, dead-letters, pause, resume)", sub)
-	}
-	if err := parse(fs, args); err != nil {
+// webhookFlags are the flags every webhooks command takes.
+type webhookFlags struct {
+	fs      *flag.FlagSet
+	store   storeFlags
+	tenant  *string
+	jsonOut *bool
+}
+
+func newWebhookFlags(sub, synopsis string) *webhookFlags {
+	w := &webhookFlags{fs: newFlags("webhooks "+sub, "webhooks "+synopsis)}
+	w.store.register(w.fs)
+	w.tenant = w.fs.String("tenant", "", "tenant (required)")
+	w.jsonOut = w.fs.Bool("json", false, "print JSON")
+	return w
+}
+
+// parse parses args and checks --tenant.
+func (w *webhookFlags) parse(args []string, stdout io.Writer) error {
+	if err := parse(w.fs, args, stdout); err != nil {
 		return err
 	}
-	if *tenant == "" {
-		return errors.New("--tenant is required")
+	if *w.tenant == "" {
+		return usageErr("factline %s: --tenant is required", w.fs.Name())
 	}
-	st, err := app.OpenStore(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, DatabaseMaxConns: 2, Logger: quietLogger(stderr)})
+	return nil
+}
+
+// open opens the existing store.
+func (w *webhookFlags) open(ctx context.Context, stderr io.Writer) (store.Store, error) {
+	if err := w.store.requireStore(w.fs.Name()); err != nil {
+		return nil, err
+	}
+	return app.OpenStore(ctx, app.Config{DatabaseURL: w.store.databaseURL, DataDir: w.store.dataDir, DatabaseMaxConns: 2, Logger: quietLogger(stderr)})
+}
+
+func runWebhooksReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	w := newWebhookFlags("replay", "replay --tenant T DELIVERY_ID... | --all [--config-id CFG] [flags]")
+	all := w.fs.Bool("all", false, "replay every dead delivery of the tenant (of --config-id when given)")
+	configID := w.fs.String("config-id", "", "with --all: only this config's dead deliveries")
+	if err := w.parse(args, stdout); err != nil {
+		return err
+	}
+	if *all == (w.fs.NArg() > 0) {
+		return usageErr("factline webhooks replay: give delivery ids or --all, not both and not neither")
+	}
+	if *configID != "" && !*all {
+		return usageErr("factline webhooks replay: --config-id goes with --all")
+	}
+	st, err := w.open(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	return replayDead(ctx, st, *w.tenant, *configID, *all, *w.jsonOut, w.fs.Args(), stdout, stderr)
+}
 
-	switch sub {
-	case "replay":
-		return replayDead(ctx, st, *tenant, *configID, *all, *jsonOut, fs.Args(), stdout, stderr)
-	case "dead-letters":
-		page, err := webhook.DeadLettersStored(ctx, st, *tenant, *configID, "", limit)
+func runWebhooksDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	w := newWebhookFlags("dead-letters", "dead-letters --tenant T [--config-id CFG] [--limit N] [flags]")
+	configID := w.fs.String("config-id", "", "only this config's dead deliveries")
+	limit := w.fs.Int("limit", 50, fmt.Sprintf("page size, 1 to %d", platform.MaxPageSize))
+	if err := w.parse(args, stdout); err != nil {
+		return err
+	}
+	if err := noArgs(w.fs); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > platform.MaxPageSize {
+		return usageErr("factline webhooks dead-letters: --limit must be 1 to %d, got %d", platform.MaxPageSize, *limit)
+	}
+	st, err := w.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	page, err := webhook.DeadLettersStored(ctx, st, *w.tenant, *configID, "", *limit)
+	if err != nil {
+		return errors.New(problemMessage(err))
+	}
+	if *w.jsonOut {
+		return json.NewEncoder(stdout).Encode(page)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DELIVERY\tCONFIG\tATTEMPTS\tERROR\tDEAD AT")
+	for _, it := range page.Items {
+		fmt.Fprintf(tw, "%s\t%s v%d\t%d\t%s\t%s\n", it.DeliveryID, it.WebhookConfigID, it.WebhookConfigVersion, it.Attempts,
+			it.Error.Code, time.UnixMilli(it.SentToDLQAt).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	}
+	if page.HasMore {
+		fmt.Fprintln(tw, "(more: raise --limit)")
+	}
+	return tw.Flush()
+}
+
+// runWebhooksPauseOrResume returns the command pausing (sub "pause") or
+// resuming a webhook config.
+func runWebhooksPauseOrResume(sub string) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		w := newWebhookFlags(sub, sub+" --tenant T CONFIG_ID [flags]")
+		if err := w.parse(args, stdout); err != nil {
+			return err
+		}
+		if w.fs.NArg() != 1 {
+			return usageErr("factline webhooks %s: give one config id, got %d arguments %v", sub, w.fs.NArg(), w.fs.Args())
+		}
+		st, err := w.open(ctx, stderr)
 		if err != nil {
-			return errors.New(problemMessage(err))
+			return err
 		}
-		if *jsonOut {
-			return json.NewEncoder(stdout).Encode(page)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "DELIVERY\tCONFIG\tATTEMPTS\tERROR\tDEAD AT")
-		for _, it := range page.Items {
-			fmt.Fprintf(tw, "%s\t%s v%d\t%d\t%s\t%s\n", it.DeliveryID, it.WebhookConfigID, it.WebhookConfigVersion, it.Attempts,
-				it.Error.Code, time.UnixMilli(it.SentToDLQAt).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-		}
-		if page.HasMore {
-			fmt.Fprintln(tw, "(more: raise --limit)")
-		}
-		return tw.Flush()
-	default: // pause, resume
-		if fs.NArg() != 1 {
-			return fmt.Errorf("%s: give one config id", sub)
-		}
-		return pauseOrResume(ctx, st, sub, *tenant, fs.Arg(0), stdout)
+		defer st.Close()
+		return pauseOrResume(ctx, st, sub, *w.tenant, w.fs.Arg(0), stdout)
 	}
 }
 
 // replayDead replays the dead deliveries ids, or every dead delivery of
 // the tenant (of configID) with all.
 func replayDead(ctx context.Context, st store.Store, tenant, configID string, all, jsonOut bool, ids []string, stdout, stderr io.Writer) error {
-	if all == (len(ids) > 0) {
-		return errors.New("replay: give delivery ids or --all, not both and not neither")
-	}
 	if all {
 		var err error
 		if ids, err = allDead(ctx, st, tenant, configID); err != nil {

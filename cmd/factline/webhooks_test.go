@@ -19,7 +19,7 @@ import (
 // resumed.
 func TestWebhooksCLI(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := newStore(t)
 	var status atomic.Int32
 	status.Store(http.StatusGone) // a 410 kills the delivery and pauses the config
 	rcv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(int(status.Load())) }))
@@ -85,13 +85,13 @@ func TestWebhooksCLI(t *testing.T) {
 		code int
 		want string
 	}{
-		{"replay without ids or --all", []string{"replay", "--tenant", "acme"}, 1, "give delivery ids or --all"},
-		{"replay without --tenant", []string{"replay"}, 1, "--tenant is required"},
+		{"replay without ids or --all", []string{"replay", "--tenant", "acme"}, 2, "give delivery ids or --all"},
+		{"replay without --tenant", []string{"replay"}, 2, "--tenant is required"},
 		{"replay of an unknown delivery", []string{"replay", "--tenant", "acme", "del_nope"}, 1, "del_nope: Delivery del_nope not found"},
 		{"pause of an unknown config", []string{"pause", "--tenant", "acme", "cfg_nope"}, 1, "webhook config cfg_nope not found"},
-		{"pause without a config id", []string{"pause", "--tenant", "acme"}, 1, "pause: give one config id"},
-		{"unknown command", []string{"nope"}, 1, "Usage: factline webhooks"},
-		{"no command", nil, 1, "a command is required"},
+		{"pause without a config id", []string{"pause", "--tenant", "acme"}, 2, "pause: give one config id"},
+		{"unknown command", []string{"nope"}, 2, "Usage: factline webhooks"},
+		{"no command", nil, 2, "a command is required"},
 		{"help", []string{"-h"}, 0, "Usage: factline webhooks"},
 		{"bad flag", []string{"replay", "--no-such-flag"}, 2, "flag provided but not defined"},
 	} {

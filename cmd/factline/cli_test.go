@@ -1,0 +1,221 @@
+package main_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withDir replaces each "DIR" of args with dir.
+func withDir(args []string, dir string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strings.ReplaceAll(a, "DIR", dir)
+	}
+	return out
+}
+
+// assertNotCreated fails unless dir does not exist: a refused command
+// created nothing.
+func assertNotCreated(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s was created (stat: %v)", dir, err)
+	}
+}
+
+// TestCommandsRefuseArguments: a command that takes flags only refuses a
+// positional argument, naming it, with exit 2 and before it does
+// anything; flags after an argument are still read. FACTLINE_ADDR makes
+// a serve that read only the flags before the argument stop at once.
+func TestCommandsRefuseArguments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "extra-arg", "--data-dir", "DIR", "--addr", "127.0.0.1:0"}, "factline serve: unexpected arguments [extra-arg]"},
+		{[]string{"version", "extra"}, "factline version: unexpected arguments [extra]"},
+		{[]string{"--version", "extra"}, "factline version: unexpected arguments [extra]"},
+		{[]string{"probe", "http://127.0.0.1:1/ready"}, "factline probe: unexpected arguments [http://127.0.0.1:1/ready]"},
+		{[]string{"openapi", "gateway.yaml"}, "factline openapi: unexpected arguments [gateway.yaml]"},
+		{[]string{"migrate", "up", "--data-dir", "DIR", "extra"}, "factline migrate up: unexpected arguments [extra]"},
+		{[]string{"migrate", "status", "extra", "--data-dir", "DIR"}, "factline migrate status: unexpected arguments [extra]"},
+		{[]string{"keys", "create", "--tenant", "t", "extra", "--data-dir", "DIR"}, "factline keys create: unexpected arguments [extra]"},
+		{[]string{"keys", "list", "--data-dir", "DIR", "extra"}, "factline keys list: unexpected arguments [extra]"},
+		{[]string{"keys", "revoke", "key_a", "key_b", "--data-dir", "DIR"}, "factline keys revoke: unexpected arguments [key_a key_b]"},
+		{[]string{"keys", "revoke", "--id", "key_a", "key_b", "--data-dir", "DIR"}, "factline keys revoke: unexpected arguments [key_b]"},
+		{[]string{"webhooks", "dead-letters", "--tenant", "t", "--data-dir", "DIR", "extra"}, "factline webhooks dead-letters: unexpected arguments [extra]"},
+		{[]string{"ledger", "rebuild", "--tenant", "t", "--entity-type", "account", "--data-dir", "DIR", "extra"}, "factline ledger rebuild: unexpected arguments [extra]"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "data")
+			out, errOut, code := cliWithin(t, time.Minute, []string{"FACTLINE_ADDR=garbage"}, withDir(tc.args, dir)...)
+			if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
+				t.Fatalf("exit %d (want 2)\n%s%s\nwant stderr to contain %q", code, out, errOut, tc.want)
+			}
+			assertNotCreated(t, dir)
+		})
+	}
+}
+
+// TestServeRefusesBadFlagValues: a serve flag value serve cannot run
+// with, or would silently replace with a default, is one line on stderr
+// and exit 2 before the data dir is created (no migration, no plugin
+// loading, no log line).
+func TestServeRefusesBadFlagValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		flag, value, want string
+	}{
+		{"--docs-url", "not a url", `--docs-url "not a url": want an absolute http or https URL`},
+		{"--docs-url", "ftp://docs.example.com", `--docs-url "ftp://docs.example.com": want an absolute http or https URL`},
+		{"--docs-url", "https://docs.example.com?v=1", `--docs-url "https://docs.example.com?v=1"`},
+		{"--body-limit", "-5", "--body-limit must be at least 1 (bytes), got -5"},
+		{"--body-limit", "0", "--body-limit must be at least 1 (bytes), got 0"},
+		{"--plugin-memory-mib", "0", "--plugin-memory-mib must be 8 to 4096, got 0"},
+		{"--plugin-memory-mib", "4", "--plugin-memory-mib must be 8 to 4096, got 4"},
+		{"--plugin-memory-mib", "5000", "--plugin-memory-mib must be 8 to 4096, got 5000"},
+		{"--plugin-timeout", "0s", "--plugin-timeout must be positive (for example 100ms), got 0s"},
+		{"--plugin-timeout", "-1s", "--plugin-timeout must be positive (for example 100ms), got -1s"},
+		{"--secret-key", "short", "--secret-key: want 32 bytes, base64 or hex encoded"},
+		{"--webhook-allow-networks", "notacidr", `--webhook-allow-networks: webhook allow-list: "notacidr" is neither an address nor a CIDR prefix`},
+		{"--operator-tenant", "not a tenant", `--operator-tenant "not a tenant": use 1-64 letters`},
+	} {
+		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "data")
+			out, errOut, code := cliWithin(t, time.Minute, nil, "serve", "--addr", "127.0.0.1:0", "--data-dir", dir,
+				"--plugin-cache-dir", pluginCache, tc.flag, tc.value)
+			if code != 2 || !strings.HasPrefix(errOut, "factline serve: ") || strings.Count(errOut, "\n") != 1 ||
+				!strings.Contains(errOut, tc.want) || out != "" {
+				t.Fatalf("exit %d (want 2)\n%s%s\nwant one line on stderr containing %q", code, out, errOut, tc.want)
+			}
+			if tc.flag == "--secret-key" && strings.Contains(errOut, tc.value) {
+				t.Errorf("the message repeats the secret key: %s", errOut)
+			}
+			assertNotCreated(t, dir)
+		})
+	}
+}
+
+// TestHelpAndUsageExitCodes: -h, --help and help print the help of every
+// command and group of commands to stdout with exit 0; a usage mistake
+// is exit 2 with nothing on stdout.
+func TestHelpAndUsageExitCodes(t *testing.T) {
+	t.Parallel()
+	type tc struct {
+		args []string
+		code int
+		want string // in stdout when code is 0, stderr otherwise
+	}
+	var cases []tc
+	for _, h := range []string{"-h", "--help", "help"} {
+		cases = append(cases, tc{[]string{h}, 0, "Usage: factline <command>"})
+		for _, g := range []string{"keys", "plugin", "migrate", "ledger", "webhooks"} {
+			cases = append(cases, tc{[]string{g, h}, 0, "Usage: factline " + g + " <command>"})
+		}
+	}
+	for _, leaf := range [][]string{
+		{"serve"}, {"check"}, {"openapi"}, {"probe"}, {"version"},
+		{"keys", "create"}, {"keys", "list"}, {"keys", "revoke"}, {"migrate", "up"}, {"migrate", "status"},
+		{"plugin", "test"}, {"ledger", "rebuild"},
+		{"webhooks", "replay"}, {"webhooks", "dead-letters"}, {"webhooks", "pause"}, {"webhooks", "resume"},
+	} {
+		want := "Usage: factline " + strings.Join(leaf, " ")
+		cases = append(cases, tc{append(leaf[:len(leaf):len(leaf)], "-h"), 0, want}, tc{append(leaf[:len(leaf):len(leaf)], "--help"), 0, want},
+			tc{append([]string{"help"}, leaf...), 0, want})
+	}
+	cases = append(cases,
+		tc{[]string{"-h"}, 0, "webhooks replay|dead-letters|pause|resume"},
+		tc{[]string{"--version"}, 0, "factline "},
+		tc{[]string{"-version"}, 0, "factline "},
+		tc{nil, 2, "Usage: factline <command>"},
+		tc{[]string{"keys"}, 2, "factline keys: a command is required"},
+		tc{[]string{"keys", "frob"}, 2, `factline keys: unknown command "frob"`},
+		tc{[]string{"plugin"}, 2, "factline plugin: a command is required"},
+		tc{[]string{"plugin", "frob"}, 2, `factline plugin: unknown command "frob"`},
+		tc{[]string{"migrate", "frob"}, 2, `factline migrate: unknown command "frob"`},
+		tc{[]string{"ledger", "frob"}, 2, `factline ledger: unknown command "frob"`},
+		tc{[]string{"webhooks", "frob"}, 2, `factline webhooks: unknown command "frob"`},
+		tc{[]string{"webhooks", "replay", "--data-dir", "DIR"}, 2, "factline webhooks replay: --tenant is required"},
+		tc{[]string{"webhooks", "replay", "--tenant", "t", "--data-dir", "DIR"}, 2, "give delivery ids or --all"},
+		tc{[]string{"webhooks", "pause", "--tenant", "t", "--data-dir", "DIR"}, 2, "give one config id"},
+		tc{[]string{"webhooks", "dead-letters", "--tenant", "t", "--limit", "0", "--data-dir", "DIR"}, 2, "--limit must be 1 to"},
+		tc{[]string{"plugin", "test"}, 2, "want one FILE.wasm"},
+		tc{[]string{"plugin", "test", "--memory-mib", "0", "x.wasm"}, 2, "--memory-mib must be 8 to 4096, got 0"},
+		tc{[]string{"keys", "create", "--no-such-flag"}, 2, "factline keys create: flag provided but not defined: -no-such-flag"},
+	)
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "data")
+			out, errOut, code := cliWithin(t, time.Minute, nil, withDir(c.args, dir)...)
+			got, other := out, errOut
+			if c.code != 0 {
+				got, other = errOut, out
+			}
+			if code != c.code || !strings.Contains(got, c.want) || other != "" {
+				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s\nwant %q in the stream of exit %d and nothing in the other",
+					code, c.code, out, errOut, c.want, c.code)
+			}
+			assertNotCreated(t, dir)
+		})
+	}
+}
+
+// TestCommandsNeedAnExistingStore: the commands that only read or change
+// a store refuse an embedded data dir that holds none (a mistyped
+// --data-dir, existing or not) with exit 1, naming it and how to create
+// the store, and create nothing; migrate up creates it, after which they
+// work.
+func TestCommandsNeedAnExistingStore(t *testing.T) {
+	t.Parallel()
+	commands := [][]string{
+		{"keys", "create", "--tenant", "acme"},
+		{"keys", "list"},
+		{"keys", "revoke", "--id", "key_nope"},
+		{"webhooks", "dead-letters", "--tenant", "acme"},
+		{"webhooks", "replay", "--tenant", "acme", "--all"},
+		{"webhooks", "pause", "--tenant", "acme", "cfg_nope"},
+		{"webhooks", "resume", "--tenant", "acme", "cfg_nope"},
+		{"migrate", "status"},
+		{"ledger", "rebuild", "--tenant", "acme", "--entity-type", "account"},
+	}
+	for _, args := range commands {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			t.Parallel()
+			for _, existing := range []bool{false, true} {
+				dir := filepath.Join(t.TempDir(), "data")
+				if existing {
+					if err := os.Mkdir(dir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out, errOut, code := cliWithin(t, time.Minute, nil, append(args, "--data-dir", dir)...)
+				want := "factline " + strings.Join(args[:2], " ") + ": no store in " + dir + " (no factline.db there)"
+				if code != 1 || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "factline migrate up --data-dir "+dir) || out != "" {
+					t.Fatalf("data dir exists: %v: exit %d (want 1)\n%s%s\nwant stderr to start with %q", existing, code, out, errOut, want)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "factline.db")); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("data dir exists: %v: factline.db was created (stat: %v)", existing, err)
+				}
+				if !existing {
+					assertNotCreated(t, dir)
+				}
+			}
+		})
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	if out, errOut, code := cli(t, nil, "migrate", "up", "--data-dir", dir); code != 0 {
+		t.Fatalf("migrate up in a new data dir: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, nil, "keys", "create", "--tenant", "acme", "--data-dir", dir); code != 0 || !strings.HasPrefix(out, "fl_live_") {
+		t.Fatalf("keys create after migrate up: exit %d\n%s%s", code, out, errOut)
+	}
+}
