@@ -85,6 +85,7 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 		{"--plugin-timeout", "-1s", "--plugin-timeout must be positive (for example 100ms), got -1s"},
 		{"--secret-key", "short", "--secret-key: want 32 bytes, base64 or hex encoded"},
 		{"--webhook-allow-networks", "notacidr", `--webhook-allow-networks: webhook allow-list: "notacidr" is neither an address nor a CIDR prefix`},
+		{"--redis-url", "http://127.0.0.1:6379", "--redis-url: redis url: "},
 		{"--operator-tenant", "not a tenant", `--operator-tenant "not a tenant": use 1-64 letters`},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {

@@ -87,6 +87,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return bad("--secret-key: want 32 bytes, base64 or hex encoded (for example from openssl rand -base64 32)")
 		}
 	}
+	if *redisURL != "" {
+		if err := app.CheckRedisURL(*redisURL); err != nil {
+			return bad("--redis-url: %v", err)
+		}
+	}
 	if _, err := webhook.ParseAllowList(*allowNets); err != nil {
 		return bad("--webhook-allow-networks: %v", err)
 	}

@@ -17,6 +17,14 @@ type redisConfig struct {
 	cluster *redis.ClusterOptions
 }
 
+// CheckRedisURL reports whether raw is a Redis URL the app can use (see
+// parseRedisURL), without connecting: for a command line to check before
+// it opens anything.
+func CheckRedisURL(raw string) error {
+	_, err := parseRedisURL(raw)
+	return err
+}
+
 // parseRedisURL parses --redis-url. A cluster URL lists seed nodes
 // separated by commas, redis+cluster://[user:pass@]host1:6379,host2:6379[/?opts],
 // and takes the query options of go-redis' ParseClusterURL.
