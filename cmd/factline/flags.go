@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/factline/factline/internal/pluginrt"
 )
 
 // exitUsage is the exit code of a command-line mistake.
@@ -139,19 +141,12 @@ func checkDocsURL(cmd, raw string) (string, error) {
 	return strings.TrimRight(raw, "/"), nil
 }
 
-// The bounds of a plugin instance's memory, as the plugin runtime checks
-// them (internal/pluginrt Options.MemoryLimitMiB).
-const (
-	minPluginMemoryMiB = 8
-	maxPluginMemoryMiB = 4096
-)
-
 // checkPluginLimits refuses a memory cap (flag memFlag) or a call budget
 // (flag timeoutFlag) no plugin can run with; the runtime would otherwise
 // take 0 for its default and refuse the rest only once it starts.
 func checkPluginLimits(cmd, memFlag string, mib int, timeoutFlag string, timeout time.Duration) error {
-	if mib < minPluginMemoryMiB || mib > maxPluginMemoryMiB {
-		return usageErr("factline %s: %s must be %d to %d, got %d", cmd, memFlag, minPluginMemoryMiB, maxPluginMemoryMiB, mib)
+	if mib < pluginrt.MinMemoryLimitMiB || mib > pluginrt.MaxMemoryLimitMiB {
+		return usageErr("factline %s: %s must be %d to %d, got %d", cmd, memFlag, pluginrt.MinMemoryLimitMiB, pluginrt.MaxMemoryLimitMiB, mib)
 	}
 	if timeout <= 0 {
 		return usageErr("factline %s: %s must be positive (for example 100ms), got %v", cmd, timeoutFlag, timeout)

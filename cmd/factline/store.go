@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/factline/factline/internal/host/app"
 )
 
 // storeFlags are shared by every command that opens the store.
@@ -19,10 +21,6 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.databaseURL, "database-url", "", "Postgres URL; empty uses the embedded SQLite file in --data-dir")
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "directory of the embedded store and other local state")
 }
-
-// embeddedStoreFile is the embedded store's file in the data dir, as
-// internal/host/app opens it.
-const embeddedStoreFile = "factline.db"
 
 // requireStore refuses an embedded data dir that holds no store yet, for
 // the commands that only read or change an existing one (cmd): opening it
@@ -37,11 +35,11 @@ func (f *storeFlags) requireStore(cmd string) error {
 	if dir == "" {
 		dir = "./data" // app.Config's default
 	}
-	_, err := os.Stat(filepath.Join(dir, embeddedStoreFile))
+	_, err := os.Stat(filepath.Join(dir, app.EmbeddedStoreFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return &exitError{code: 1, msg: fmt.Sprintf("factline %s: no store in %s (no %s there): check --data-dir, or create the store with 'factline migrate up --data-dir %s' (or start 'factline serve --data-dir %s' there once)",
-			cmd, dir, embeddedStoreFile, dir, dir)}
+			cmd, dir, app.EmbeddedStoreFile, dir, dir)}
 	case err != nil:
 		return &exitError{code: 1, msg: fmt.Sprintf("factline %s: %v", cmd, err)}
 	}

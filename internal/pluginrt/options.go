@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// The bounds of an instance's memory cap (Options.MemoryLimitMiB).
+const (
+	MinMemoryLimitMiB = 8
+	MaxMemoryLimitMiB = 4096
+)
+
 // Options configure a Host. The zero value is usable: every field has a
 // default.
 type Options struct {
@@ -93,8 +99,8 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	var errs []error
-	if o.MemoryLimitMiB < 8 || o.MemoryLimitMiB > 4096 {
-		errs = append(errs, fmt.Errorf("MemoryLimitMiB %d: want 8..4096", o.MemoryLimitMiB))
+	if o.MemoryLimitMiB < MinMemoryLimitMiB || o.MemoryLimitMiB > MaxMemoryLimitMiB {
+		errs = append(errs, fmt.Errorf("MemoryLimitMiB %d: want %d..%d", o.MemoryLimitMiB, MinMemoryLimitMiB, MaxMemoryLimitMiB))
 	}
 	if o.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("CallTimeout %v: want > 0", o.CallTimeout))

@@ -166,7 +166,7 @@ func openStore(ctx context.Context, cfg Config, applied func(store.Migration)) (
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "factline.db"), sqlite.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations, Applied: applied})
+	s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, EmbeddedStoreFile), sqlite.Options{Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations, Applied: applied})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store: %w", err)
 	}

@@ -17,7 +17,7 @@ func MigrationStatus(ctx context.Context, cfg Config) ([]store.MigrationStatus, 
 	if cfg.DatabaseURL != "" {
 		return postgres.MigrationStatus(ctx, cfg.DatabaseURL)
 	}
-	return sqlite.MigrationStatus(ctx, filepath.Join(cfg.DataDir, "factline.db"))
+	return sqlite.MigrationStatus(ctx, filepath.Join(cfg.DataDir, EmbeddedStoreFile))
 }
 
 // Migrate applies the pending migrations of the configured store, as
@@ -35,3 +35,6 @@ func Migrate(ctx context.Context, cfg Config) ([]string, error) {
 	}
 	return applied, nil
 }
+
+// EmbeddedStoreFile is the embedded store's file in the data dir.
+const EmbeddedStoreFile = "factline.db"
