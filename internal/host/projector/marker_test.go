@@ -105,3 +105,39 @@ func TestLostStateRebuildsFromFirstFact(t *testing.T) {
 		})
 	}
 }
+
+// TestStateLostWhileRunningRebuilds: a Redis that restarts empty (or is
+// flushed) under a running projection loses the state and its mark
+// together. The runtime notices the missing mark, stops answering from
+// what it holds since (not ready) and reads again from the first fact,
+// so materialized answers match the facts again without a restart.
+func TestStateLostWhileRunningRebuilds(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	opt, err := redis.ParseURL(testutil.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	createContact(t, st, "c1")
+	base := factsSoFar()
+	appendCalls(t, st, 300)
+	createConfig(t, st, "cfg_calls", 2)
+	s, err := projector.New(projector.Options{Store: st, State: projection.NewRedisState(rdb).WithPrefix("test:"),
+		Marker: projector.NewRedisMarker(rdb, "test-marker:"), SyncInterval: 50 * time.Millisecond, MarkInterval: 50 * time.Millisecond,
+		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, s) })
+	waitConsistent(t, s, calls(base, 300))
+
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	appendCalls(t, st, 20) // applied to what is left: nothing
+	waitConsistent(t, s, calls(base, 320))
+}

@@ -39,9 +39,19 @@ type runtime struct {
 	// readyAt is when ready became true (UnixNano).
 	readyAt atomic.Int64
 
+	// marked is set once the state key is marked (startPosition); the
+	// mark is watched from then on. rebuild asks the next start position
+	// to begin again from the first fact: the mark went missing while the
+	// runtime ran.
+	marked  atomic.Bool
+	rebuild atomic.Bool
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	// rejoin ends the current pass of run, which then joins the stream
+	// again from its start position.
+	rejoin context.CancelFunc
 }
 
 func (s *Service) newRuntime(c *compiled, key string) (*runtime, error) {
@@ -114,9 +124,53 @@ func (rt *runtime) start(parent context.Context) {
 				rt.rollupLoop(ctx)
 			}()
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt.watchMark(ctx)
+		}()
 		rt.run(ctx)
 		wg.Wait()
 	}()
+}
+
+// watchMark checks the state's mark every MarkInterval once the runtime
+// has marked it. A missing mark means the cached state went with it (a
+// Redis restarted empty or flushed under the running gateways): the
+// runtime stops answering from that state (not ready: queries compute
+// from the facts) and reads the stream again from the first fact. Every
+// process that notices does so; the engine records fact ids, so facts
+// applied twice count once.
+func (rt *runtime) watchMark(ctx context.Context) {
+	// Wall time, like the sync loop and the stream's polls: the service's
+	// Clock is the projections' time (buckets, sealing), which tests move.
+	t := time.NewTicker(rt.s.opts.MarkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !rt.marked.Load() || rt.rebuild.Load() {
+			continue
+		}
+		marked, err := rt.s.opts.Marker.Marked(ctx, rt.key)
+		if err != nil || marked {
+			// Unreachable state is not lost state: the consumer's own
+			// errors and retries cover an outage.
+			continue
+		}
+		rt.s.log.Warn("projection: cached state lost while running; rebuilding from the first fact", "state_key", rt.key)
+		rt.rebuild.Store(true)
+		rt.ready.Store(false)
+		rt.target.Store(-1)
+		rt.mu.Lock()
+		if rt.rejoin != nil {
+			rt.rejoin()
+		}
+		rt.mu.Unlock()
+	}
 }
 
 // halt stops the runtime and waits for it; it can be called more than once.
@@ -165,8 +219,21 @@ func (rt *runtime) run(ctx context.Context) {
 		},
 		Relevant: rt.relevant,
 	}
-	if err := rt.s.group.Join(ctx, c); err != nil {
-		rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
+	for {
+		pass, cancel := context.WithCancel(ctx)
+		rt.mu.Lock()
+		rt.rejoin = cancel
+		rt.mu.Unlock()
+		err := rt.s.group.Join(pass, c)
+		cancel()
+		if err != nil {
+			rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
+			return
+		}
+		if ctx.Err() != nil || !rt.rebuild.Load() {
+			return
+		}
+		// The mark went missing (watchMark): join again from the first fact.
 	}
 }
 
@@ -178,13 +245,28 @@ func (rt *runtime) run(ctx context.Context) {
 // records fact ids.
 func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
 	st, m := rt.s.opts.Store, rt.s.opts.Marker
+	if rt.rebuild.Load() {
+		// The state was lost while the runtime ran (watchMark).
+		if err := st.SetCheckpoint(ctx, rt.consumerName(), 0); err != nil {
+			return 0, err
+		}
+		if err := m.Mark(ctx, rt.key); err != nil {
+			return 0, err
+		}
+		rt.rebuild.Store(false)
+		return 0, nil
+	}
 	cp, err := st.GetCheckpoint(ctx, rt.consumerName())
 	if err != nil {
 		return 0, err
 	}
 	marked, err := m.Marked(ctx, rt.key)
-	if err != nil || marked {
-		return cp, err
+	if err != nil {
+		return 0, err
+	}
+	if marked {
+		rt.marked.Store(true)
+		return cp, nil
 	}
 	if cp > 0 {
 		v, err := rt.s.opts.State.StorageVersion(ctx, rt.key)
@@ -199,7 +281,11 @@ func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
 			cp = 0
 		}
 	}
-	return cp, m.Mark(ctx, rt.key)
+	if err := m.Mark(ctx, rt.key); err != nil {
+		return 0, err
+	}
+	rt.marked.Store(true)
+	return cp, nil
 }
 
 func (rt *runtime) checkReady() {

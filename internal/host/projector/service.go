@@ -53,6 +53,12 @@ type Options struct {
 	RetireGrace time.Duration
 	// PollInterval is the stream consumers' fallback wake-up (default 2 s).
 	PollInterval time.Duration
+	// MarkInterval is how often a running projection checks that its
+	// cached state's mark is still there (default 2 s): a Redis that
+	// restarted empty, or was flushed, while the gateways ran loses the
+	// state and the mark together, and the projection rebuilds from the
+	// first fact instead of answering from what it holds since.
+	MarkInterval time.Duration
 	// BatchSize bounds the facts of one stream batch (default 512).
 	BatchSize int
 	Logger    *slog.Logger
@@ -127,6 +133,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 512
+	}
+	if opts.MarkInterval <= 0 {
+		opts.MarkInterval = 2 * time.Second
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 2 * time.Second
