@@ -59,7 +59,16 @@ type Options struct {
 	// Applied, when set, is told each migration this Open applied (not
 	// one another process applied meanwhile).
 	Applied func(store.Migration)
+	// ConnectTimeout bounds opening one connection, the server's answer
+	// included, when the URL has no connect_timeout (which wins). Zero
+	// means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout bounds opening a connection. pgx waits for ever
+// by default: a firewalled or frozen server hung `serve`, `migrate` and
+// `keys` with no word instead of failing.
+const DefaultConnectTimeout = 10 * time.Second
 
 // DefaultListenHeartbeat bounds how long a LISTEN connection that died
 // without a word (a dropped route, a frozen server) goes unnoticed: about
@@ -105,6 +114,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		// The message of a parse error may quote the password; keep it out.
 		return nil, errors.New("postgres: open: invalid connection URL")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+		if cfg.ConnConfig.ConnectTimeout <= 0 {
+			cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+		}
 	}
 	cfg.MaxConns = opts.MaxConns
 	if cfg.MaxConns == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -565,5 +566,68 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 		}
 	case <-time.After(waitLimit):
 		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+	}
+}
+
+// TestOpenGivesUpOnAServerThatNeverAnswers: a server that takes the
+// connection and never answers (a frozen host, a firewall that swallows
+// packets) makes Open fail after the connect timeout, not hang: serve,
+// migrate and keys report it and exit. A connect_timeout in the URL wins.
+func TestOpenGivesUpOnAServerThatNeverAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for _, tc := range []struct {
+		name, url string
+		opts      postgres.Options
+	}{
+		{"option", "postgres://u@" + ln.Addr().String() + "/db?sslmode=disable", postgres.Options{ConnectTimeout: 300 * time.Millisecond}},
+		{"url", "postgres://u@" + ln.Addr().String() + "/db?sslmode=disable&connect_timeout=1", postgres.Options{ConnectTimeout: time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				st, err := postgres.Open(ctx, tc.url, tc.opts)
+				if err == nil {
+					st.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || ctx.Err() != nil {
+					t.Fatalf("Open: %v (context %v), want a timeout of its own", err, ctx.Err())
+				}
+			case <-ctx.Done():
+				t.Fatal("Open still waits after 30 s")
+			}
+		})
 	}
 }
