@@ -3,6 +3,7 @@ package main_test
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,5 +219,27 @@ func TestCommandsNeedAnExistingStore(t *testing.T) {
 	}
 	if out, errOut, code := cli(t, nil, "keys", "create", "--tenant", "acme", "--data-dir", dir); code != 0 || !strings.HasPrefix(out, "fl_live_") {
 		t.Fatalf("keys create after migrate up: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestServeOnATakenAddressSaysOnlyThat: a serve that cannot listen stops
+// the plugin loading it began; that stop is not logged as a failed load
+// or as plugins missing, so the one line that counts is the last and only
+// complaint.
+func TestServeOnATakenAddressSaysOnlyThat(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, stderr, code := cli(t, nil, "serve", "--addr", ln.Addr().String(), "--data-dir", t.TempDir(),
+		"--domain", domainManifest(t), "--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache)
+	if code != 1 || !strings.Contains(stderr, "address already in use") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, noise := range []string{`"level":"ERROR"`, "are not loaded"} {
+		if strings.Contains(stderr, noise) {
+			t.Errorf("stderr has %s before the real error:\n%s", noise, stderr)
+		}
 	}
 }

@@ -409,8 +409,12 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 	for _, t := range domain.Entities {
 		names = append(names, t.Ledger)
 	}
+	// Closed before the manager stops (closers run in reverse): a load
+	// that a failed start cut short names nothing as missing.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	a.closers = append(a.closers, stopWatch)
 	go func() {
-		if a.Plugins.WaitLoaded(context.Background()) != nil {
+		if a.Plugins.WaitLoaded(watchCtx) != nil || watchCtx.Err() != nil {
 			return
 		}
 		if missing := ledgers.Missing(dedupe(names)); len(missing) > 0 {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/factline/factline/internal/host/store"
@@ -53,6 +54,7 @@ type Manager struct {
 	pmu     sync.Mutex
 	pending map[string]bool // names loading at start-up
 	loaded  chan struct{}   // closed when start-up loading is done
+	loadCut atomic.Bool     // a stop cut the start-up loading short
 }
 
 // NewManager returns a manager; call Start to load plugins.
@@ -115,6 +117,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	releaseFills := m.opts.Registry.HoldFills()
 	err = m.bg.Start(context.WithoutCancel(ctx), func(pctx context.Context) {
 		m.initialLoad(pctx)
+		m.loadCut.Store(pctx.Err() != nil)
 		releaseFills()
 		m.pmu.Lock()
 		m.pending = nil
@@ -141,12 +144,16 @@ func (m *Manager) initialLoad(ctx context.Context) {
 	for _, f := range files {
 		local[f.sum] = f.wasm
 	}
-	if err := m.syncStore(ctx, local); err != nil {
+	// A load cut short by a stop (the process failing to start, say) is
+	// not an error worth a line before the real one.
+	if err := m.syncStore(ctx, local); err != nil && ctx.Err() == nil {
 		m.log.Error("loading the active plugin versions failed", "err", err)
 	}
 	active, err := m.activeNames(ctx)
 	if err != nil {
-		m.log.Error("loading the active plugin versions failed", "err", err)
+		if ctx.Err() == nil {
+			m.log.Error("loading the active plugin versions failed", "err", err)
+		}
 		active = map[string]bool{}
 	}
 	names := make([]string, 0, len(m.opts.Builtin))
@@ -159,7 +166,7 @@ func (m *Manager) initialLoad(ctx context.Context) {
 			return
 		}
 		if !active[name] {
-			if _, err := m.Install(ctx, name, m.opts.Builtin[name]); err != nil {
+			if _, err := m.Install(ctx, name, m.opts.Builtin[name]); err != nil && ctx.Err() == nil {
 				m.log.Error("built-in plugin refused", "plugin", name, "err", err)
 			}
 		}
@@ -215,6 +222,9 @@ func (m *Manager) WaitLoaded(ctx context.Context) error {
 	}
 	select {
 	case <-m.loaded:
+		if m.loadCut.Load() {
+			return errors.New("plugins: stopped before the start-up plugins were loaded")
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -283,14 +293,18 @@ func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error 
 			if module == nil {
 				bin, err := m.opts.Store.GetPluginVersion(ctx, a.Name, a.SHA256)
 				if err != nil {
-					m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+					if ctx.Err() == nil {
+						m.log.Error("active plugin version missing from the store", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+					}
 					return
 				}
 				module, from = bin.Wasm, "store"
 			}
 			p, err := m.opts.Registry.Install(ctx, module, m.checkFor(a.Name))
 			if err != nil {
-				m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+				if ctx.Err() == nil {
+					m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+				}
 				return
 			}
 			m.log.Info("active plugin version loaded", "plugin", a.Name, "version", p.Description().Version, "sha256", a.SHA256, "from", from)
@@ -347,6 +361,11 @@ func (m *Manager) syncDir(ctx context.Context, files []dirFile) {
 		p, err := m.Install(ctx, "", b)
 		m.done1(name)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Stopped: not refused. Seen again at the next start.
+				delete(m.dirSeen, f)
+				continue
+			}
 			m.log.Error("plugin file refused; the current version keeps serving", "file", f, "err", err)
 			continue
 		}
