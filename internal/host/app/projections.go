@@ -28,7 +28,9 @@ func (a *App) newProjector(_ context.Context) (*projector.Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		client := rc.client()
+		// Updates run without a deadline and may wait and retry; queries
+		// bound their reads (projector.Options.StateTimeout).
+		client := rc.honouringContext().client()
 		a.closers = append(a.closers, func() { _ = client.Close() })
 		rs := projection.NewRedisState(client)
 		a.closers = append(a.closers, func() { _ = rs.Close() }) // before the client's

@@ -86,6 +86,21 @@ func (c redisConfig) client() redis.UniversalClient {
 	return redis.NewClient(&o)
 }
 
+// honouringContext makes the client's calls end at their context's
+// deadline (go-redis otherwise waits out its own timeouts and retries),
+// so a caller on the request path can bound a call to a Redis that has
+// stopped answering.
+func (c redisConfig) honouringContext() redisConfig {
+	if c.cluster != nil {
+		o := *c.cluster
+		o.ContextTimeoutEnabled = true
+		return redisConfig{cluster: &o}
+	}
+	o := *c.single
+	o.ContextTimeoutEnabled = true
+	return redisConfig{single: &o}
+}
+
 // failFast tunes the configuration for the request path: when Redis is
 // down, fail (open or closed) quickly instead of retrying for most of a
 // second, and honour the call's context deadline.

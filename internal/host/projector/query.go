@@ -72,8 +72,19 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 		meta["consistent"] = rep.Consistent
 		meta["drift"] = drift
 		res = rep.Computed
-	} else if res, err = rt.engine.Query(ctx, rt.key, q); err != nil {
-		return nil, nil, queryError(name, err)
+	} else {
+		qctx := ctx
+		if q.Mode == projection.ModeMaterialized {
+			// The answer comes from the cached state: a Redis that stopped
+			// answering (frozen, not refusing) is a prompt 503, not a
+			// request held until its own deadline.
+			var cancel context.CancelFunc
+			qctx, cancel = context.WithTimeout(ctx, s.opts.StateTimeout)
+			defer cancel()
+		}
+		if res, err = rt.engine.Query(qctx, rt.key, q); err != nil {
+			return nil, nil, queryError(name, err)
+		}
 	}
 	rows := rt.engine.Rows(res, q.Aggregate)
 	out := make([]any, len(rows))

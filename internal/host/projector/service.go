@@ -53,6 +53,9 @@ type Options struct {
 	RetireGrace time.Duration
 	// PollInterval is the stream consumers' fallback wake-up (default 2 s).
 	PollInterval time.Duration
+	// StateTimeout bounds a materialized query's read of the cached state
+	// (default 5 s); past it the query answers 503.
+	StateTimeout time.Duration
 	// MarkInterval is how often a running projection checks that its
 	// cached state's mark is still there (default 2 s): a Redis that
 	// restarted empty, or was flushed, while the gateways ran loses the
@@ -133,6 +136,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 512
+	}
+	if opts.StateTimeout <= 0 {
+		opts.StateTimeout = 5 * time.Second
 	}
 	if opts.MarkInterval <= 0 {
 		opts.MarkInterval = 2 * time.Second
