@@ -243,3 +243,23 @@ func TestServeOnATakenAddressSaysOnlyThat(t *testing.T) {
 		}
 	}
 }
+
+// TestServeLogsOnlyJSON: with Redis unreachable, go-redis's own messages
+// (failed dials) go through the JSON log like every other line, not
+// between them as plain text.
+func TestServeLogsOnlyJSON(t *testing.T) {
+	s := startProcess(t, []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--redis-url", "redis://127.0.0.1:1/0"})
+	s.stop(t)
+	var dials int
+	for _, line := range strings.Split(strings.TrimSpace(s.stderr.String()), "\n") {
+		if !strings.HasPrefix(line, "{") || !strings.HasSuffix(line, "}") {
+			t.Errorf("a log line that is not JSON: %s", line)
+		}
+		if strings.Contains(line, "failed to dial") {
+			dials++
+		}
+	}
+	if dials == 0 {
+		t.Errorf("no failed dial logged:\n%s", s.stderr)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/host/auth"
 	"github.com/factline/factline/internal/host/logbuf"
@@ -107,6 +109,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logOut := logbuf.New(stderr, logbuf.Options{})
 	defer logOut.Close()
 	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
+	// go-redis prints its own plain-text lines (a failed dial, a pool
+	// error) to stderr; they go through the JSON log instead.
+	redis.SetLogger(redisLog{logger})
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -164,4 +169,11 @@ func (l *listFlag) String() string { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error {
 	*l = append(*l, v)
 	return nil
+}
+
+// redisLog writes go-redis's messages as warnings of the JSON log.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }
