@@ -54,8 +54,15 @@ func lostStateFor(t *testing.T, backend string) lostState {
 
 func newMarkedService(t *testing.T, st store.Store, ls lostState) *projector.Service {
 	t.Helper()
+	return newMarkedServiceWatching(t, st, ls, 0)
+}
+
+// newMarkedServiceWatching is newMarkedService checking the marks every
+// markInterval (0: the default).
+func newMarkedServiceWatching(t *testing.T, st store.Store, ls lostState, markInterval time.Duration) *projector.Service {
+	t.Helper()
 	s, err := projector.New(projector.Options{Store: st, State: ls.state, Marker: ls.marker, SyncInterval: 50 * time.Millisecond,
-		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		MarkInterval: markInterval, PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,16 +130,8 @@ func TestStateLostWhileRunningRebuilds(t *testing.T) {
 	base := factsSoFar()
 	appendCalls(t, st, 300)
 	createConfig(t, st, "cfg_calls", 2)
-	s, err := projector.New(projector.Options{Store: st, State: projection.NewRedisState(rdb).WithPrefix("test:"),
-		Marker: projector.NewRedisMarker(rdb, "test-marker:"), SyncInterval: 50 * time.Millisecond, MarkInterval: 50 * time.Millisecond,
-		PollInterval: 100 * time.Millisecond, BatchSize: 64, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, s) })
+	ls := lostState{state: projection.NewRedisState(rdb).WithPrefix("test:"), marker: projector.NewRedisMarker(rdb, "test-marker:")}
+	s := newMarkedServiceWatching(t, st, ls, 50*time.Millisecond)
 	waitConsistent(t, s, calls(base, 300))
 
 	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
