@@ -536,6 +536,10 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	case <-ctx.Done():
 		a.cfg.Logger.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
 		err = a.Server.Shutdown(a.cfg.ShutdownTimeout)
+		// A signal right after the listener opened can come before Serve
+		// has started; Shutdown then has nothing to stop and Serve would
+		// accept for ever. Closing the listener ends it either way.
+		ln.Close()
 		<-served //nolint:errcheck // Shutdown's error is the one to report
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
