@@ -28,6 +28,9 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 	for i := range errs {
 		errs[i].Field = "settings." + errs[i].Field
 	}
+	if msg := s.policy.checkURLHost(settings.URL); msg != "" {
+		errs = append(errs, problem.FieldError{Field: "settings.url", Code: problem.CodeFormat, Message: msg})
+	}
 	switch in.ScopeType {
 	case "":
 		in.ScopeType = ScopeAccount

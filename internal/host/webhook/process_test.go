@@ -185,7 +185,8 @@ func newProcEnv(t *testing.T, respond func(n int, r *http.Request) (int, map[str
 	_, _ = rand.Read(k)
 	p.key = hex.EncodeToString(k)
 
-	admin, err := New(Options{Store: p.st, Logger: quietLogger(), SecretKey: p.key})
+	admin, err := New(Options{Store: p.st, Logger: quietLogger(), SecretKey: p.key,
+		AllowNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}

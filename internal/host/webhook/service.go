@@ -100,6 +100,7 @@ type Service struct {
 	clock    clock.Clock
 	secrets  *secretStore
 	client   *http.Client
+	policy   addressPolicy
 	metrics  *metrics
 	jitter   func() float64
 	runID    string
@@ -153,14 +154,16 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	policy := addressPolicy{allow: opts.AllowNetworks}
 	s := &Service{
 		opts:     opts,
+		policy:   policy,
 		st:       opts.Store,
 		log:      opts.Logger.With("component", "webhook"),
 		clock:    opts.Clock,
 		tracer:   tracing.Tracer(opts.TracerProvider),
 		secrets:  secrets,
-		client:   newHTTPClient(addressPolicy{allow: opts.AllowNetworks}, opts.TLSConfig, opts.EndpointConcurrency),
+		client:   newHTTPClient(policy, opts.TLSConfig, opts.EndpointConcurrency),
 		metrics:  newMetrics(),
 		jitter:   opts.Jitter,
 		runID:    newULID(time.Now()).String(),

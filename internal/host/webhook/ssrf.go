@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
 	"syscall"
 )
@@ -84,6 +86,28 @@ func (p addressPolicy) check(a netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// checkURLHost returns what is wrong with a webhook URL whose host is an
+// IP address the policy refuses, or "". Delivery would refuse it on every
+// attempt, so a config naming it is refused at creation instead of
+// dead-lettering every delivery. Host names are checked at connect time
+// only: what they resolve to can change.
+func (p addressPolicy) checkURLHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "" // checkURL reports it
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		return ""
+	}
+	var blocked *BlockedAddressError
+	if errors.As(p.check(a), &blocked) {
+		return "url's host " + blocked.Addr.String() + " is not a public address (loopback, private, link-local or reserved), " +
+			"so every delivery would be refused; the server allows such ranges with --webhook-allow-networks"
+	}
+	return ""
 }
 
 // control is a net.Dialer Control function: it runs after DNS resolution,
