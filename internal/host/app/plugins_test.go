@@ -415,6 +415,9 @@ func TestPluginAdminAPI(t *testing.T) {
 	if code, _ = l.call("PUT", "/v1/admin/plugins/account", tenantAdmin, repoPlugins(t)["account"]); code != 403 {
 		t.Fatalf("a tenant admin may install plugins: %d", code)
 	}
+	if code, _ = l.call("GET", "/v1/admin/plugins", tenantAdmin, nil); code != 403 {
+		t.Fatalf("a tenant admin may list every tenant's plugin calls: %d", code)
+	}
 	if code, _ = l.call("GET", "/v1/admin/plugins", l.key, nil); code != 403 {
 		t.Fatalf("a live key may list plugins: %d", code)
 	}

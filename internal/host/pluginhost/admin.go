@@ -52,6 +52,10 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		return nil
 	}
 	list := func(c *fiber.Ctx) error {
+		// Call statistics count every tenant's requests.
+		if err := operator(c); err != nil {
+			return err
+		}
 		return gateway.Respond(c, fiber.StatusOK, fiber.Map{"items": m.List()})
 	}
 	install := func(c *fiber.Ctx) error {
@@ -108,7 +112,7 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 	}
 	return []gateway.Route{
 		{Handler: list, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/admin/plugins", ID: "listPlugins", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
-			Summary: "List the plugins", Description: "The loaded plugins, built-in ones included, and what each serves.",
+			Summary: "List the plugins", Description: "The loaded plugins, built-in ones included, what each serves and its calls (counted over every tenant). Needs an admin key of the operator tenant.",
 			Status: ok, OK: "The plugins.", Data: openapi.List("The plugins.", "", pluginInfo)}},
 		{Handler: install, Doc: openapi.Endpoint{Method: http.MethodPut, Path: "/v1/admin/plugins/:name", ID: "installPlugin", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
 			Summary: "Install or replace a plugin",
