@@ -42,7 +42,8 @@ func AutoMaxConns(procs, available int) int32 {
 type Options struct {
 	// MaxConns caps the connection pool; zero sizes it with AutoMaxConns
 	// from GOMAXPROCS and the server's max_connections. The
-	// SubscribeFacts listener uses one more connection outside the pool.
+	// SubscribeFacts listener and the stall guard's probe use one more
+	// connection each outside the pool.
 	MaxConns int32
 	// Hooks are test seams; production code leaves them zero.
 	Hooks store.Hooks
@@ -63,6 +64,11 @@ type Options struct {
 	// included, when the URL has no connect_timeout (which wins). Zero
 	// means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// StallTimeout is how long the database may leave the store's probe
+	// (once a second, on a connection of its own) unanswered before every
+	// statement fails with store.ErrUnavailable until it answers again
+	// (see stallGuard). Zero means DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // DefaultConnectTimeout bounds opening a connection. pgx waits for ever
@@ -84,6 +90,7 @@ type Store struct {
 	logger *slog.Logger
 	facts  *listener
 	reads  *entityReads // GetEntity calls gathered into statements
+	guard  *stallGuard
 
 	closeOnce sync.Once
 }
@@ -105,6 +112,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.ListenHeartbeat == 0 {
 		opts.ListenHeartbeat = DefaultListenHeartbeat
+	}
+	if opts.StallTimeout < 0 {
+		return nil, fmt.Errorf("postgres: open: StallTimeout %v is negative", opts.StallTimeout)
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -141,6 +154,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if !urlPlanMode {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
+	// The listener and the guard's probe reach the server on connections
+	// of their own, which the guard does not cut.
+	plainConfig := cfg.ConnConfig.Copy()
+	guard := newStallGuard(plainConfig.Copy(), opts.StallTimeout, logger)
+	cfg.ConnConfig.Tracer = guard
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -174,9 +192,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: db{pool}, rpool: db{rpool}, hooks: opts.Hooks, logger: logger}
+	s := &Store{pool: db{pool, guard}, rpool: db{rpool, guard}, hooks: opts.Hooks, logger: logger, guard: guard}
 	s.reads = newEntityReads(s.getEntity, s.getEntities)
-	s.facts = newListener(cfg.ConnConfig, logger, opts.ListenHeartbeat)
+	s.facts = newListener(plainConfig, logger, opts.ListenHeartbeat)
+	guard.start()
 	return s, nil
 }
 
@@ -209,6 +228,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // waits for connections in use to be returned. Calling it again is a no-op.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.guard.stop()
 		s.facts.close()
 		s.rpool.Close()
 		s.pool.Close()
@@ -230,10 +250,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		_ = tx.Rollback(rbCtx)
 	}()
 	if err := fn(tx); err != nil {
-		return markUnavailable(err)
+		return s.guard.classify(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", markUnavailable(err))
+		return fmt.Errorf("commit: %w", s.guard.classify(err))
 	}
 	return nil
 }
