@@ -13,7 +13,10 @@ import (
 )
 
 // checkpointEvery bounds how often a member that had nothing to do saves
-// its checkpoint; one that acted on facts saves it with every batch.
+// its checkpoint; one that acted on facts saves it with every batch. When
+// the stream goes quiet, every member saves the position it has reached
+// (see flushIdle), so a stored checkpoint does not stay behind facts the
+// member skipped.
 const checkpointEvery = time.Second
 
 // Group reads the fact stream once for every consumer that has caught up
@@ -73,12 +76,14 @@ type groupWork struct {
 	c        *Consumer
 	m        *member
 	ok, save bool
+	pos      int64 // the position saved, set by saveAll
 }
 
 type member struct {
 	log     *slog.Logger
 	pos     int64 // of the last fact handled
 	savedAt time.Time
+	saved   int64 // the position last stored
 	// dropped receives the member's position when its handler failed and
 	// the group dropped it.
 	dropped chan int64
@@ -193,7 +198,7 @@ func (g *Group) attach(ctx context.Context, c *Consumer, m *member, p int64) boo
 			return false
 		}
 	}
-	m.pos, m.savedAt = p, time.Now()
+	m.pos, m.savedAt, m.saved = p, time.Now(), p
 	g.members[c] = m
 	g.lead.Store(g.pos)
 	return true
@@ -250,6 +255,7 @@ func (g *Group) step(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if len(facts) == 0 {
+		g.flushIdle(ctx, pos)
 		return 0, nil
 	}
 	if err := Continues(facts, pos); err != nil {
@@ -325,6 +331,36 @@ func (g *Group) step(ctx context.Context) (int, error) {
 	return len(facts), nil
 }
 
+// flushIdle stores the checkpoints of the members whose position is past
+// the one stored, once the stream has nothing after pos: a member skips
+// the facts it does not act on without saving each time, and without a
+// next batch its stored checkpoint (which /v1/admin/stream shows and a
+// restart reads from) would stay behind them.
+func (g *Group) flushIdle(ctx context.Context, pos int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pos != pos {
+		return
+	}
+	if p := g.saving; p != nil {
+		select {
+		case <-p.done:
+		default:
+			// A write is in flight: waiting for it would hold the next
+			// batch back. The next quiet step stores what remains.
+			return
+		}
+	}
+	g.settle()
+	var due []*groupWork
+	for c, m := range g.members {
+		if m.pos > m.saved {
+			due = append(due, &groupWork{c: c, m: m, ok: true, save: true})
+		}
+	}
+	g.saving = g.saveAll(ctx, due, time.Now())
+}
+
 // settle waits for the checkpoint write in flight, if any, and marks the
 // members it saved; g.mu is held.
 func (g *Group) settle() {
@@ -336,7 +372,7 @@ func (g *Group) settle() {
 	g.saving = nil
 	for _, w := range p.due {
 		if p.saved[w.c.Store] {
-			w.m.savedAt = p.at
+			w.m.savedAt, w.m.saved = p.at, max(w.m.saved, w.pos)
 		}
 	}
 }
@@ -377,7 +413,8 @@ func (g *Group) saveAll(ctx context.Context, due []*groupWork, now time.Time) *p
 		if byStore[w.c.Store] == nil {
 			byStore[w.c.Store] = map[string]int64{}
 		}
-		byStore[w.c.Store][w.c.Name] = w.m.pos
+		w.pos = w.m.pos
+		byStore[w.c.Store][w.c.Name] = w.pos
 	}
 	p := &pendingSave{done: make(chan struct{}), due: due, at: now, saved: map[store.Store]bool{}}
 	go func() {

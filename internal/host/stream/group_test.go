@@ -558,3 +558,38 @@ func TestGroupAdmitsAConsumerThatNeverReadsAShortBatch(t *testing.T) {
 		wantSequence(t, trail.snapshot(), 1, trail.snapshot()[len(trail.snapshot())-1])
 	})
 }
+
+// TestGroupMemberStoresSkippedFactsWhenQuiet: a member that acts on none
+// of the last facts skips saving its checkpoint for them within a second
+// of its last save, but stores the position past them once the stream
+// goes quiet; otherwise /v1/admin/stream shows it lagging for good and a
+// restart reads those facts again.
+func TestGroupMemberStoresSkippedFactsWhenQuiet(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		st := teststore.Open(t, backend)
+		var relevantUpTo atomic.Int64
+		relevantUpTo.Store(1 << 62)
+		g := &stream.Group{Store: st, BatchSize: 16, PollInterval: 50 * time.Millisecond}
+		runGroup(t, g)
+		col := newCollector()
+		join(t, g, &stream.Consumer{Name: "picky", Store: st, Handler: col.handle, BatchSize: 16, PollInterval: 50 * time.Millisecond,
+			Relevant: func(f *store.Fact) bool { return f.Position <= relevantUpTo.Load() }})
+		waitMembers(t, g, "picky")
+		stored := func(want int64) {
+			t.Helper()
+			wait.EventuallyNil(t, 30*time.Second, func() error {
+				cp, err := st.GetCheckpoint(context.Background(), "picky")
+				if err == nil && cp != want {
+					err = fmt.Errorf("stored checkpoint %d, want %d", cp, want)
+				}
+				return err
+			})
+		}
+		acted := appendOne(t, st).Position
+		stored(acted)
+		relevantUpTo.Store(acted)
+		skipped := appendOne(t, st).Position
+		col.waitFor(t, 2)
+		stored(skipped)
+	})
+}
