@@ -278,7 +278,8 @@ const programName = "factline-plugin"
 // environment beyond GOMEMLIMIT, argv just a program name, real clocks (a
 // Go guest's scheduler and collector need them; plugins take time from
 // their input), crypto-grade random numbers, and _initialize as the start
-// function of a WASI reactor.
+// function of a WASI reactor. Each instance sleeps through a Sleeper of
+// its own (newInstance), so that a call's deadline ends a sleep.
 func (h *Host) moduleConfig() wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName("").
@@ -287,7 +288,6 @@ func (h *Host) moduleConfig() wazero.ModuleConfig {
 		WithEnv("GOMEMLIMIT", h.opts.gomemlimit()).
 		WithSysNanotime().
 		WithSysWalltime().
-		WithSysNanosleep().
 		WithRandSource(rand.Reader)
 }
 
@@ -310,8 +310,10 @@ func (p *Plugin) instantiate(ctx context.Context, n int) ([]*instance, error) {
 // the exports up once.
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	out := &capWriter{max: 2048}
-	cfg := p.modCfg.WithStdout(out).WithStderr(out)
+	sleeper := &Sleeper{}
+	cfg := p.modCfg.WithStdout(out).WithStderr(out).WithNanosleep(sleeper.Sleep)
 	ictx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
+	sleeper.Watch(ictx)
 	ictx = experimental.WithMemoryAllocator(ictx, linearMemory)
 	mod, err := p.rt.InstantiateModule(ictx, p.compiled, cfg)
 	_ = end()
@@ -321,7 +323,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		}
 		return nil, err
 	}
-	in := &instance{mod: mod, mem: mod.ExportedMemory("memory"), out: out, alloc: mod.ExportedFunction(abi.ExportAlloc)}
+	in := &instance{mod: mod, mem: mod.ExportedMemory("memory"), out: out, sleeper: sleeper, alloc: mod.ExportedFunction(abi.ExportAlloc)}
 	for c := range numCalls {
 		in.fns[c] = mod.ExportedFunction(callExports[c])
 	}

@@ -341,6 +341,37 @@ wait:
 	}
 }
 
+// TestSleepingGuestStoppedAtDeadline: a guest asleep (time.Sleep waits in
+// WASI's poll_oneoff, a host function, where close-on-context-done does
+// not reach) is stopped once the call's wall-time cap passes, not when
+// it wakes an hour later.
+func TestSleepingGuestStoppedAtDeadline(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, Options{PoolSize: 1, CallTimeout: 100 * time.Millisecond})
+	loop := load(t, h, "loop")
+	ctx := t.Context()
+	done := make(chan error, 1)
+	go func() {
+		_, err := loop.Decide(ctx, decideInput("sleep", `{}`))
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		// The host closes the plugin (and the sleeping guest with it)
+		// when the test ends.
+		t.Fatal("the sleeping guest still holds its call after a minute")
+	}
+	var te *TrapError
+	if !errors.As(err, &te) || !te.Timeout {
+		t.Fatalf("err = %v, want a *TrapError with Timeout", err)
+	}
+	if _, err := loop.Decide(ctx, decideInput("ok", `{}`)); err != nil {
+		t.Errorf("the next call: %v", err)
+	}
+}
+
 func TestCallerCancelStopsTheGuest(t *testing.T) {
 	t.Parallel()
 	h := newHost(t, Options{PoolSize: 1, CallTimeout: 10 * time.Second})

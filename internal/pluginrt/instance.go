@@ -49,6 +49,8 @@ type instance struct {
 	fns   [numCalls]api.Function
 	stack [2]uint64
 	out   *capWriter // the guest's stdout and stderr, reset per call
+	// sleeper ends the guest's sleeps when the call's context ends.
+	sleeper *Sleeper
 }
 
 // abiError is a broken ABI rule found in a guest's answer; it is handled
@@ -64,6 +66,7 @@ func abiErrorf(format string, args ...any) error { return &abiError{fmt.Sprintf(
 // only during decode); for statuses 1-5 it returns the reply as a
 // *CallError. Any other error means the instance must be discarded.
 func (in *instance) exec(ctx context.Context, fn api.Function, input []byte, decode func([]byte) error) (*CallError, error) {
+	in.sleeper.Watch(ctx)
 	st := in.stack[:]
 	st[0] = uint64(len(input))
 	if err := in.alloc.CallWithStack(ctx, st); err != nil {

@@ -449,6 +449,7 @@ func (p *Plugin) shutdown() {
 func (p *Plugin) abiVersion(ctx context.Context, in *instance) (int32, error) {
 	ctx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
 	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
+	in.sleeper.Watch(ctx)
 	f := in.mod.ExportedFunction(abi.ExportVersion)
 	res, err := f.Call(ctx)
 	if err != nil {
@@ -462,6 +463,7 @@ func (p *Plugin) describe(ctx context.Context, in *instance) (abi.Description, e
 	ctx, end := CallBudget(ctx, p.host.opts.initTimeout(), hardCapFactor*p.host.opts.initTimeout())
 	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	var d abi.Description
+	in.sleeper.Watch(ctx)
 	res, err := in.mod.ExportedFunction(abi.ExportDescribe).Call(ctx)
 	if err != nil {
 		return d, err

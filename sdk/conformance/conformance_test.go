@@ -22,7 +22,7 @@ var (
 	fixtureErr error
 )
 
-var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "hog", "nondeterministic", "panics", "points"}
+var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "sleeps", "hog", "nondeterministic", "panics", "points"}
 
 func TestMain(m *testing.M) {
 	var mu sync.Mutex
@@ -102,6 +102,28 @@ func TestBrokenFixtures(t *testing.T) {
 // TestRecoveredPanicPasses: a panic the SDK recovers is an error reply
 // (status 5), not a trap. Its only command never records a fact, so
 // replay warns that it had nothing to replay.
+// TestSleepingCommandIsStopped: a command that sleeps (time.Sleep waits
+// in a host function, out of close-on-context-done's reach) is stopped at
+// the deadline like a loop; the kit does not wait for it to wake.
+func TestSleepingCommandIsStopped(t *testing.T) {
+	t.Parallel()
+	// A sleeping call uses no CPU: the wall-time cap stops it.
+	opts := options()
+	opts.Host.WallCap = 2 * time.Second
+	done := make(chan conformance.Report, 1)
+	go func() { done <- conformance.Check(t.Context(), fixture(t, "sleeps"), opts) }()
+	var r conformance.Report
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the kit still waits for a sleeping command after two minutes")
+	}
+	failed := r.Failed()
+	if len(failed) != 1 || failed[0].Check != conformance.CheckDeadline {
+		t.Fatalf("failed checks %v, want only %s", failed, conformance.CheckDeadline)
+	}
+}
+
 func TestRecoveredPanicPasses(t *testing.T) {
 	t.Parallel()
 	r := conformance.Run(t, fixture(t, "panics"), options())

@@ -29,6 +29,8 @@ type probe struct {
 	wallCap time.Duration
 	mod     api.Module
 	out     *capture
+	// sleeper ends the guest's sleeps when a call's budget runs out.
+	sleeper *pluginrt.Sleeper
 	// lastMemory is the memory size of the last instance discarded.
 	lastMemory uint32
 }
@@ -48,7 +50,7 @@ func newProbe(ctx context.Context, module []byte, opts Options, cache wazero.Com
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(uint32(opts.Host.MemoryLimitMiB)*16).
 		WithCloseOnContextDone(true))
-	p := &probe{rt: rt, timeout: opts.Host.CallTimeout, wallCap: opts.Host.WallCap, out: &capture{}}
+	p := &probe{rt: rt, timeout: opts.Host.CallTimeout, wallCap: opts.Host.WallCap, out: &capture{}, sleeper: &pluginrt.Sleeper{}}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		rt.Close(ctx)
 		return nil, err
@@ -72,7 +74,7 @@ func newProbe(ctx context.Context, module []byte, opts Options, cache wazero.Com
 		WithStartFunctions(abi.ExportInit).
 		WithArgs("factline-plugin").
 		WithEnv("GOMEMLIMIT", fmt.Sprintf("%dMiB", limit)).
-		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
+		WithSysNanotime().WithSysWalltime().WithNanosleep(p.sleeper.Sleep).
 		WithRandSource(rand.Reader).
 		WithStdout(p.out).WithStderr(p.out)
 	return p, nil
@@ -89,6 +91,7 @@ func (p *probe) instance(ctx context.Context) (api.Module, error) {
 	budget := max(20*p.timeout, 2*time.Second)
 	ictx, end := pluginrt.CallBudget(ctx, budget, max(p.wallCap, 10*budget))
 	p.out.buf = p.out.buf[:0]
+	p.sleeper.Watch(ictx)
 	mod, err := p.rt.InstantiateModule(ictx, p.cm, p.cfg)
 	_ = end()
 	if err != nil {
@@ -151,6 +154,7 @@ func (p *probe) callNoInput(ctx context.Context, export string) ([]uint64, error
 	cctx, end := pluginrt.CallBudget(ctx, p.timeout, p.wallCap)
 	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	p.out.buf = p.out.buf[:0]
+	p.sleeper.Watch(cctx)
 	res, err := f.Call(cctx)
 	if err != nil {
 		ce := p.trap(export, err)
@@ -188,6 +192,7 @@ func (p *probe) call(ctx context.Context, export string, input []byte) (abi.Stat
 	cctx, end := pluginrt.CallBudget(ctx, p.timeout, p.wallCap)
 	defer func() { _ = end() }() // a call stopped by the budget fails with its own error
 	p.out.buf = p.out.buf[:0]
+	p.sleeper.Watch(cctx)
 	res, err := mod.ExportedFunction(abi.ExportAlloc).Call(cctx, uint64(len(input)))
 	if err != nil {
 		return fail(p.trap(abi.ExportAlloc, err))

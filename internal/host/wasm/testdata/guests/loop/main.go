@@ -1,12 +1,14 @@
 //go:build wasip1
 
 // Command loop is a ledger whose decide never returns on the command
-// "loop", spins a few milliseconds of CPU on "busy", logs a line through
+// "loop", sleeps an hour on "sleep" (in WASI's poll_oneoff, a host
+// function), spins a few milliseconds of CPU on "busy", logs a line through
 // the host function factline.log on "log", and answers every other
 // command.
 package main
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/factline/factline/internal/host/wasm/testdata/guests/kit"
@@ -45,6 +47,8 @@ func decide(ptr, n uint32) uint64 {
 		for {
 			spins++
 		}
+	case "sleep":
+		time.Sleep(time.Hour)
 	case "busy":
 		for range busySpins {
 			spins++
