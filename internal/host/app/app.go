@@ -185,6 +185,9 @@ type App struct {
 	// awaited holds ledger names that types added at run time need and
 	// no plugin of this process serves yet: those types answer 503.
 	awaited atomic.Pointer[map[string]bool]
+	// served is the model being served, for the checks of new plugin
+	// versions (checkPluginFits), which run on the plugins' goroutines.
+	served atomic.Pointer[servedModel]
 	// layersHash identifies the stored domain manifests being served.
 	layersHash string
 	// files are the --domain and --manifest files being served, as read
@@ -277,6 +280,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("domain manifests:\n%w", err)
 	}
 	a.layersHash = store.LayersDigest(stored)
+	a.served.Store(&servedModel{domain: domain, routes: gw})
 	limiter, limiterParts, err := newLimiter(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -384,7 +388,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 	})
 	builtin := a.builtinPlugins()
 	a.Plugins, err = pluginhost.NewManager(pluginhost.Options{
-		Store: a.Store, Registry: reg, Dir: cfg.PluginsDir, Builtin: builtin, Check: pluginhost.Smoke, Logger: cfg.Logger,
+		Store: a.Store, Registry: reg, Dir: cfg.PluginsDir, Builtin: builtin, Check: a.checkPlugin, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, gateway.HealthCheck{}, err

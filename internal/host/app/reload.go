@@ -186,9 +186,12 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 	}
 	// Without a gateway manifest the routes are the domain layers' (none
 	// when the last layer with routes went away).
+	routes := a.served.Load().routes
 	if gw != nil || a.cfg.Manifest == "" {
 		a.Server.SetRoutes(gw)
+		routes = gw
 	}
+	a.served.Store(&servedModel{domain: next, routes: routes})
 	a.layersHash = store.LayersDigest(stored)
 	return nil
 }

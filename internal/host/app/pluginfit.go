@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/pluginhost"
+	"github.com/factline/factline/internal/host/wasm"
+	"github.com/factline/factline/sdk/abi"
+)
+
+// servedModel is the domain model and the routes being served, as the
+// checks of new plugin versions read them.
+type servedModel struct {
+	domain *manifest.Domain
+	routes *manifest.Gateway // nil: no routes of a manifest
+}
+
+// checkPlugin is the check every new plugin version passes before it
+// serves: the smoke run, then that it fits the model being served.
+func (a *App) checkPlugin(ctx context.Context, p *wasm.Plugin) error {
+	if err := pluginhost.Smoke(ctx, p); err != nil {
+		return err
+	}
+	return a.checkPluginFits(p)
+}
+
+// checkPluginFits refuses a ledger plugin version that would break the
+// model being served: every entity type the domain model gives the
+// ledger must be one the version serves, and every command route to it a
+// command it has, taking the route's method. A domain change is checked
+// against the loaded plugins the same way (manifest.CheckChange,
+// CheckCommands); without this check an upload that dropped a type or a
+// command broke every request on them, with the data still stored.
+func (a *App) checkPluginFits(p *wasm.Plugin) error {
+	d := p.Description()
+	m := a.served.Load()
+	if d.Kind != abi.KindLedger || m == nil {
+		return nil
+	}
+	var errs []error
+	if len(d.EntityTypes) > 0 { // none: it serves every type
+		for _, name := range m.domain.EntityTypeNames() {
+			if m.domain.Entities[name].Ledger == d.Name && !slices.Contains(d.EntityTypes, name) {
+				errs = append(errs, fmt.Errorf("the domain model gives entity type %s to ledger %s, and this version serves only %s; "+
+					"change the domain manifest first", name, d.Name, strings.Join(d.EntityTypes, ", ")))
+			}
+		}
+	}
+	if m.routes != nil {
+		commands := func(ledger string) ([]manifest.LedgerCommand, bool) {
+			if ledger != d.Name {
+				return nil, false
+			}
+			out := make([]manifest.LedgerCommand, len(d.Commands))
+			for i, c := range d.Commands {
+				out[i] = manifest.LedgerCommand{Name: c.Name, Method: c.Method, ReadOnly: c.ReadOnly}
+			}
+			return out, true
+		}
+		if err := manifest.CheckCommands(m.routes, m.domain, commands); err != nil {
+			for _, diag := range manifest.Diagnostics("", err) {
+				errs = append(errs, fmt.Errorf("a served route needs what this version lacks: %s", diag))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
