@@ -64,7 +64,11 @@ type Cmd[I any] struct {
 
 // NewFact is a fact a decide function records. Data is encoded with
 // Encoder.Value (an Encodable, a json.RawMessage or anything encoding/json
-// takes); a zero Timestamp means the host's now.
+// takes) and must encode to a JSON object: a struct, a map, or a
+// json.RawMessage holding one (nil records {}). Anything else, a []byte
+// among them (encoding/json writes it as a base64 string), is refused by
+// the host and the command answers 500. A zero Timestamp means the host's
+// now; a negative one is refused the same way.
 type NewFact struct {
 	Type      string
 	Subtype   string

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -236,7 +237,18 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 	state := e.State
 	for i, nf := range decided {
 		if !t.AllowsFact(nf.Type) {
-			return nil, storeErr("decide", fmt.Errorf("ledger %s decided fact type %q, which entity type %s does not declare", l.Name(), nf.Type, e.Type))
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided fact type %q, which entity type %s does not declare", nf.Type, e.Type))
+		}
+		if nf.Timestamp < 0 {
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact with timestamp %d, before the epoch", nf.Type, nf.Timestamp))
+		}
+		data := nf.Data
+		if len(data) == 0 || string(data) == "null" {
+			data = json.RawMessage(`{}`)
+		} else if b := bytes.TrimLeft(data, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+			// The plugin's output was parsed as JSON: a first byte other
+			// than { is a value other than an object.
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact whose data is not a JSON object", nf.Type))
 		}
 		if err := checkDecidedFact(l.Name(), t.FactSchema(nf.Type), nf); err != nil {
 			return nil, err
@@ -244,10 +256,6 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		ts := nf.Timestamp
 		if ts == 0 {
 			ts = now
-		}
-		data := nf.Data
-		if len(data) == 0 {
-			data = json.RawMessage(`{}`)
 		}
 		fid, fresh := id.New(id.Fact), true
 		if i == 0 && prov.FactID != "" {
@@ -306,6 +314,15 @@ func checkDecidedFact(ledgerName string, schema *manifest.FactSchema, nf ledger.
 	}
 	return &problem.Error{Kind: problem.Unprocessable, Errors: errs,
 		Detail: fmt.Sprintf("Ledger %s decided a %s fact that does not fit the schema of %s", ledgerName, nf.Type, nf.Type)}
+}
+
+// ledgerFault is a decision the host cannot record because the ledger
+// broke the plugin contract (a fact type its entity type does not
+// declare, data that is not an object, a timestamp before the epoch): a
+// 500 naming the ledger, not the client's fault.
+func ledgerFault(ledgerName, what string) error {
+	msg := fmt.Sprintf("Ledger %s %s; nothing was recorded. Quote the trace_id when reporting it", ledgerName, what)
+	return problem.Wrap(problem.Internal, msg, errors.New("ledger "+ledgerName+" "+what))
 }
 
 func decideErr(err error) error {

@@ -1,0 +1,86 @@
+package platform_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/manifest"
+	"github.com/factline/factline/internal/host/platform"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/teststore"
+)
+
+// faulty decides, per command, a fact that breaks the plugin contract in
+// one way, as a buggy ledger plugin would.
+type faulty struct{}
+
+func (faulty) Name() string         { return "faulty" }
+func (faulty) StateDependent() bool { return false }
+func (faulty) Decide(_ context.Context, _ json.RawMessage, cmd ledger.Command) (ledger.Decision, error) {
+	nf := ledger.NewFact{Type: "poked", Data: json.RawMessage(`{"n":1}`)}
+	switch cmd.Name {
+	case "number":
+		nf.Data = json.RawMessage(`5`)
+	case "bytes": // a []byte the SDK marshalled as base64
+		nf.Data = json.RawMessage(` "eyJhIjoxfQ=="`)
+	case "list":
+		nf.Data = json.RawMessage(`[{"a":1}]`)
+	case "before_epoch":
+		nf.Timestamp = -5
+	case "undeclared":
+		nf.Type = "shoved"
+	case "null":
+		nf.Data = json.RawMessage(`null`)
+	}
+	return ledger.Decision{Facts: []ledger.NewFact{nf}}, nil
+}
+func (faulty) Evolve(_ context.Context, state, _ json.RawMessage) (json.RawMessage, error) {
+	return state, nil
+}
+
+// TestLedgerFaultsAreRefusedAsTheLedgers: a decided fact whose data is not
+// an object, whose timestamp is before the epoch, or whose type the
+// entity type does not declare is recorded nowhere and answered as a 500
+// naming the ledger (the client did nothing wrong); data null is {}.
+func TestLedgerFaultsAreRefusedAsTheLedgers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		d, err := manifest.ParseDomain("test.yaml", []byte("name: test\nversion: \"1\"\nentities:\n  probe:\n    ledger: faulty\n    fields: {}\n    facts: [poked]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := ledger.Builtin()
+		reg["faulty"] = faulty{}
+		svc, err := platform.New(platform.Options{Store: teststore.Open(t, backend), Domain: d, Ledgers: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(svc.Close)
+		ctx := context.Background()
+		e, err := svc.CreateEntity(ctx, "t1", platform.CreateEntityInput{Type: "probe", ID: "p1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cmd, want := range map[string]string{
+			"number":       "decided a poked fact whose data is not a JSON object",
+			"bytes":        "decided a poked fact whose data is not a JSON object",
+			"list":         "decided a poked fact whose data is not a JSON object",
+			"before_epoch": "decided a poked fact with timestamp -5, before the epoch",
+			"undeclared":   `decided fact type "shoved", which entity type probe does not declare`,
+		} {
+			_, err := svc.RunCommand(ctx, "t1", e.ID, cmd, json.RawMessage(`{}`), platform.Provenance{})
+			var pe *problem.Error
+			if !errors.As(err, &pe) || pe.Kind != problem.Internal || !strings.Contains(pe.Detail, "Ledger faulty "+want) {
+				t.Errorf("%s: %v, want an internal problem saying %q", cmd, err, want)
+			}
+		}
+		assertNoFacts(t, svc, e.ID)
+		out, err := svc.RunCommand(ctx, "t1", e.ID, "null", json.RawMessage(`{}`), platform.Provenance{})
+		if err != nil || len(out.Facts) != 1 || string(out.Facts[0].Data) != "{}" {
+			t.Fatalf("data null: %+v %v, want one fact with data {}", out, err)
+		}
+	})
+}
