@@ -51,10 +51,10 @@ var (
 
 // ReservedPaths are served by the host itself; a manifest route may not
 // take them.
-var ReservedPaths = []string{"/health", "/metrics", "/openapi.json", "/docs", "/errors", "/errors/:slug"}
+var ReservedPaths = []string{"/health", "/ready", "/metrics", "/openapi.json", "/docs", "/errors", "/errors/:slug"}
 
-// ReservedPrefixes are owned by the platform API.
-var ReservedPrefixes = []string{"/v1/entities", "/v1/facts", "/v1/configs", "/v1/admin"}
+// ReservedPrefixes are owned by the platform API and the console.
+var ReservedPrefixes = []string{"/v1/entities", "/v1/facts", "/v1/configs", "/v1/admin", "/v1/projections", "/v1/webhooks", "/console"}
 
 // Gateway is a validated gateway (route) manifest.
 type Gateway struct {
@@ -357,6 +357,11 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 		if r.Entity == SystemEntity && r.Action != "" && r.Action != ActionGet {
 			c.at(actionNode, "%s: the built-in system entity serves only the get action", what)
 		}
+		// Every other entity is a tenant's: without a key no tenant is
+		// named whose data the route would serve.
+		if r.Entity != SystemEntity && r.Auth == AuthPublic && authNode != nil {
+			c.at(authNode, "%s.auth: public serves only entity system; entity %s holds a tenant's data, which needs an API key to say whose", what, r.Entity)
+		}
 	}
 	switch {
 	case r.Action == ActionEmit && r.FactType == "":
@@ -472,7 +477,7 @@ func (c *checker) checkPath(n *yaml.Node, what, path string) []string {
 	}
 	for _, p := range ReservedPrefixes {
 		if path == p || strings.HasPrefix(path, p+"/") {
-			c.at(n, "%s.path: %s is under %s, which the platform API owns", what, path, p)
+			c.at(n, "%s.path: %s is under %s, which the gateway itself serves", what, path, p)
 		}
 	}
 	return params
