@@ -212,24 +212,22 @@ type App struct {
 // New opens the store and builds every part; it does not listen yet.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	cfg.defaults()
-	base, err := LoadDomain(cfg.Domains...)
-	if err != nil {
+	// The domain files are checked before the store opens. The gateway
+	// manifest is checked once the stored domain manifests are read
+	// (buildModel): its routes may name entity types only they declare,
+	// as the running processes that accepted it had them.
+	if _, err := LoadDomain(cfg.Domains...); err != nil {
 		return nil, err
+	}
+	if cfg.Manifest != "" {
+		if _, err := os.Stat(cfg.Manifest); err != nil {
+			return nil, fmt.Errorf("gateway manifest: %w", err)
+		}
 	}
 	var gw *manifest.Gateway
 	var domain *manifest.Domain // built with the stored manifests below
 	// Hashed before reading, so an edit made meanwhile is reloaded.
 	manifestHash := sourcesHash(cfg)
-	if cfg.Manifest != "" {
-		src, err := os.ReadFile(cfg.Manifest)
-		if err != nil {
-			return nil, fmt.Errorf("gateway manifest: %w", err)
-		}
-		// Checked here, before the store opens; buildModel builds it again with the stored manifests.
-		if _, err := manifest.ParseGateway(cfg.Manifest, src, base); err != nil {
-			return nil, fmt.Errorf("gateway manifest:\n%w", err)
-		}
-	}
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -277,7 +275,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	if domain, gw, err = a.buildModel(a.files, stored); err != nil {
-		return nil, fmt.Errorf("domain manifests:\n%w", err)
+		return nil, fmt.Errorf("manifests:\n%w", err)
 	}
 	a.layersHash = store.LayersDigest(stored)
 	a.served.Store(&servedModel{domain: domain, routes: gw})

@@ -3,9 +3,12 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/sdk/conformance"
 )
 
@@ -43,5 +46,31 @@ func TestPluginVersionThatBreaksTheModelIsRefused(t *testing.T) {
 	code, body = l.call("GET", "/v1/admin/plugins", l.op, nil)
 	if code != 200 || !strings.Contains(fmt.Sprint(body), "name:points") || !strings.Contains(fmt.Sprint(body), "version:1.0.0") {
 		t.Fatalf("plugins after the refusal: %d %v", code, body)
+	}
+}
+
+// TestGatewayManifestNamingAStoredTypeRestarts: a gateway manifest whose
+// route names an entity type only a stored domain manifest declares, as
+// running processes accept it after the type was added through the admin
+// API, starts a process too: it was checked against the --domain files
+// alone before the store was read, and every restart failed.
+func TestGatewayManifestNamingAStoredTypeRestarts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := startLive(t, "sqlite", dir)
+	if code, body := first.putDomain("deps", "name: deps\nversion: \"1\"\nentities:\n  dep1:\n    ledger: builtin\n    fields: {}\n    facts: [made]\n"); code != 201 {
+		t.Fatalf("domain: %d %v", code, body)
+	}
+	first.stop()
+	man := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(man, []byte("name: g\nversion: \"1\"\nroutes:\n  - {path: /deps/:id, method: GET, entity: dep1, action: get}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "sqlite", dir, func(c *app.Config) { c.Manifest = man })
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "dep1", "id": "d1"}); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	if code, body := l.call("GET", "/deps/d1", l.key, nil); code != 200 || dataOf(body)["id"] != "d1" {
+		t.Fatalf("the manifest's route: %d %v", code, body)
 	}
 }
