@@ -424,6 +424,11 @@ func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, err := m.opts.Registry.Rollback(ctx, name)
+	if errors.Is(err, wasm.ErrNoPrevious) {
+		// This process loaded the current version at its start, after the
+		// install: the store still knows the version before it.
+		p, err = m.rollbackFromStore(ctx, name, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -431,6 +436,33 @@ func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, erro
 		return p, fmt.Errorf("plugins: activate %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// rollbackFromStore loads the version the store records as active
+// before the current one; noPrevious is returned when there is none.
+// Like a rollback, it is not checked: it restores what served before.
+func (m *Manager) rollbackFromStore(ctx context.Context, name string, noPrevious error) (*wasm.Plugin, error) {
+	active, err := m.opts.Store.ActivePlugins(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plugins: read active versions: %w", err)
+	}
+	cur, loaded := m.opts.Registry.Get(name)
+	for _, a := range active {
+		if a.Name != name || a.Previous == "" || (loaded && a.Previous == cur.SHA256()) {
+			continue
+		}
+		bin, err := m.opts.Store.GetPluginVersion(ctx, name, a.Previous)
+		if err != nil {
+			return nil, fmt.Errorf("plugins: read the previous version of %s: %w", name, err)
+		}
+		return m.opts.Registry.Install(ctx, bin.Wasm, func(_ context.Context, p *wasm.Plugin) error {
+			if p.Description().Name != name {
+				return fmt.Errorf("the previous version describes itself as %q, not %q", p.Description().Name, name)
+			}
+			return nil
+		})
+	}
+	return nil, noPrevious
 }
 
 // List describes the loaded plugins.

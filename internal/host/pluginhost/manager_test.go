@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -313,4 +314,39 @@ func newManagerOpts(t *testing.T, st store.Store, cacheDir string, opts pluginho
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestRollbackAfterARestart: a process started after a version was
+// installed rolls back to the version the store records before it, as
+// the process that installed it does; with none recorded it still says
+// there is no previous version.
+func TestRollbackAfterARestart(t *testing.T) {
+	ctx := t.Context()
+	mods, cacheDir := buildGuests(t, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"})
+	st := teststore.Open(t, "sqlite")
+	first := newManager(t, st, cacheDir, "", nil)
+	if _, err := first.Rollback(ctx, "ledger"); !errors.Is(err, wasm.ErrNoPrevious) {
+		t.Fatalf("rollback of a plugin never installed: %v", err)
+	}
+	installAll(t, first, []string{"ledger", "ledger"}, mods)
+	restarted := newManager(t, st, cacheDir, "", nil)
+	startLoaded(t, restarted)
+	p, err := restarted.Rollback(ctx, "ledger")
+	if err != nil {
+		t.Fatalf("rollback in the restarted process: %v", err)
+	}
+	if p.SHA256() != sha256Hex(mods[0]) {
+		t.Fatalf("rolled back to %s, want the first version", p.Description().Version)
+	}
+	if cur, _ := restarted.Registry().Get("ledger"); cur.SHA256() != sha256Hex(mods[0]) {
+		t.Fatalf("serving %s after the rollback", cur.Description().Version)
+	}
+	active, err := st.ActivePlugins(ctx)
+	if err != nil || len(active) != 1 || active[0].SHA256 != sha256Hex(mods[0]) {
+		t.Fatalf("active versions %+v, %v; want the first version", active, err)
+	}
+	// Rolling back again returns to the version rolled back from.
+	if p, err := restarted.Rollback(ctx, "ledger"); err != nil || p.SHA256() != sha256Hex(mods[1]) {
+		t.Fatalf("second rollback: %v", err)
+	}
 }
