@@ -74,3 +74,16 @@ func TestGatewayManifestNamingAStoredTypeRestarts(t *testing.T) {
 		t.Fatalf("the manifest's route: %d %v", code, body)
 	}
 }
+
+// TestSubscriptionPluginIsNoLedger: a domain manifest naming a
+// subscription plugin as an entity type's ledger is refused; it was
+// accepted, and facts on the type were then recorded with no ledger
+// deciding anything.
+func TestSubscriptionPluginIsNoLedger(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	code, body := l.putDomain("cogs", "name: cogs\nversion: \"1\"\nentities:\n  cog:\n    ledger: followup\n    fields: {}\n    facts: [turned]\n")
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), `entities.cog.ledger: plugin "followup" is a subscription plugin, not a ledger`) {
+		t.Fatalf("a subscription plugin as a ledger: %d %v", code, body)
+	}
+}

@@ -149,7 +149,8 @@ func (a *App) checkFilesLocked(ctx context.Context, files manifestFiles, stored 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes}); err != nil {
+	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes,
+		PluginKind: a.pluginKind}); err != nil {
 		return nil, nil, err
 	}
 	return next, gw, nil
@@ -254,6 +255,17 @@ func (a *App) ledgerInstalled(ctx context.Context, name string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// pluginKind is the kind of the plugin of that name loaded here, or "".
+func (a *App) pluginKind(name string) string {
+	if a.ledgers.Registry == nil {
+		return ""
+	}
+	if p, ok := a.ledgers.Registry.Get(name); ok {
+		return p.Description().Kind
+	}
+	return ""
 }
 
 // watchManifest reloads on SIGHUP and, with Watch, when the file's content

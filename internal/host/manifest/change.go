@@ -21,6 +21,9 @@ type ChangeEnv struct {
 	// declares it serves; known is false when this process cannot tell
 	// (a built-in ledger serves any type; a plugin not loaded here).
 	LedgerEntityTypes func(name string) (types []string, known bool)
+	// PluginKind, when set, tells the kind of the plugin of that name
+	// loaded here ("ledger", "subscription"), or "" when none is.
+	PluginKind func(name string) string
 }
 
 // CheckChange checks a new domain model against the one being served and
@@ -59,9 +62,16 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 			if err != nil {
 				return fmt.Errorf("check domain change: %w", err)
 			}
-			if !ok {
+			kind := ""
+			if env.PluginKind != nil {
+				kind = env.PluginKind(t.Ledger)
+			}
+			switch {
+			case !ok:
 				problem(t.pos, "%s.ledger: no built-in ledger or installed plugin is named %q", what, t.Ledger)
-			} else if env.LedgerEntityTypes != nil {
+			case kind != "" && kind != "ledger":
+				problem(t.pos, "%s.ledger: plugin %q is a %s plugin, not a ledger", what, t.Ledger, kind)
+			case env.LedgerEntityTypes != nil:
 				// A plugin refuses entities of types it does not declare:
 				// every command on them would fail.
 				if types, known := env.LedgerEntityTypes(t.Ledger); known && !contains(types, name) {
