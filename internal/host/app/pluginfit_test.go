@@ -20,6 +20,9 @@ import (
 func TestPluginVersionThatBreaksTheModelIsRefused(t *testing.T) {
 	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
+	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, []byte("not a module")); code != 422 || body["detail"] != "Plugin points was refused; nothing was installed" {
+		t.Fatalf("a refused first install: %d %v", code, body)
+	}
 	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, fixture(t, "points")); code != 201 {
 		t.Fatalf("install points 1.0.0: %d %v", code, body)
 	}
@@ -36,7 +39,8 @@ func TestPluginVersionThatBreaksTheModelIsRefused(t *testing.T) {
 	precompile(t, v2)
 	code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, v2)
 	errs := fmt.Sprint(body["errors"])
-	if code != 422 || !strings.Contains(errs, "the domain model gives entity type member to ledger points, and this version serves only reward") ||
+	if code != 422 || body["detail"] != "Plugin points was refused; the current version keeps serving" ||
+		!strings.Contains(errs, "the domain model gives entity type member to ledger points, and this version serves only reward") ||
 		!strings.Contains(errs, `domain/loyalty:13:`) || !strings.Contains(errs, `has no command "earn"`) {
 		t.Fatalf("a version that drops the served type and command: %d %v", code, body)
 	}

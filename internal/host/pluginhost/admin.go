@@ -78,7 +78,7 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		prev, hadPrev := m.Registry().Get(name)
 		p, err := m.Install(gateway.Context(c), name, module)
 		if err != nil {
-			return refused(name, err)
+			return refused(name, hadPrev, err)
 		}
 		status := fiber.StatusCreated
 		if hadPrev && prev.SHA256() == p.SHA256() {
@@ -99,7 +99,7 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 			return problem.Newf(problem.Conflict, "Plugin %s has no previous version to roll back to", name)
 		}
 		if err != nil {
-			return refused(name, err)
+			return refused(name, true, err)
 		}
 		return gateway.Respond(c, fiber.StatusOK, info(m, p))
 	}
@@ -140,14 +140,19 @@ func info(m *Manager, p *wasm.Plugin) any {
 	return fiber.Map{"name": p.Description().Name, "version": p.Description().Version, "sha256": p.SHA256()}
 }
 
-// refused turns a load or check failure into a 422 listing every reason.
-func refused(name string, err error) error {
+// refused turns a load or check failure into a 422 listing every reason;
+// serving says whether a version of the plugin serves meanwhile.
+func refused(name string, serving bool, err error) error {
 	var le *wasm.LoadError
 	reasons := []string{err.Error()}
 	if errors.As(err, &le) && len(le.Reasons) > 0 {
 		reasons = le.Reasons
 	}
-	pe := problem.Wrap(problem.Unprocessable, fmt.Sprintf("Plugin %s was refused; the current version keeps serving", name), err)
+	detail := fmt.Sprintf("Plugin %s was refused; the current version keeps serving", name)
+	if !serving {
+		detail = fmt.Sprintf("Plugin %s was refused; nothing was installed", name)
+	}
+	pe := problem.Wrap(problem.Unprocessable, detail, err)
 	for _, r := range reasons {
 		pe.Errors = append(pe.Errors, problem.FieldError{Field: "plugin", Code: "refused", Message: r})
 	}
