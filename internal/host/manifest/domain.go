@@ -171,6 +171,9 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 			if !identRe.MatchString(name) {
 				c.at(ef.key, "entity type %q must be lowercase letters, digits and underscores, starting with a letter", name)
 			}
+			if name == SystemEntity {
+				c.at(ef.key, "entity type %q is the gateway's own status entity; choose another name", name)
+			}
 			t := c.entityType(name, ef.value)
 			t.pos = c.pos(ef.key)
 			d.Entities[name] = t
@@ -259,6 +262,13 @@ func (c *checker) entityField(what string, key, n *yaml.Node) Field {
 		if fl.Type != TypeString {
 			c.at(ev.value, "%s.enum applies to string fields only", what)
 		}
+		if len(fl.Enum) == 0 && ev.value.Kind == yaml.SequenceNode {
+			c.at(ev.value, "%s.enum must list at least one value", what)
+		}
+	}
+	// A filter reads the field's slot: indexed without one filters nothing.
+	if iv, ok := f["indexed"]; ok && c.boolean(f, "indexed", what) && storageNode == nil {
+		c.at(iv.key, "%s.indexed: an indexed field needs a storage slot (ix_s_1..ix_s_%d or ix_n_1..ix_n_%d); listings filter on the slot", what, store.StringSlots, store.NumberSlots)
 	}
 	return fl
 }

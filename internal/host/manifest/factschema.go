@@ -104,6 +104,9 @@ func sameSchema(a, b *FactSchema) bool {
 func (c *checker) factTypes(t *EntityType, n *yaml.Node, what string) {
 	t.FactTypes = map[string]*FactType{}
 	add := func(name string, key *yaml.Node) *FactType {
+		if name == PlatformFactType {
+			c.at(key, "%s.facts: fact type %q is the platform's own (the webhook deliveries' audit facts)", what, name)
+		}
 		if !identRe.MatchString(name) {
 			c.at(key, "%s.facts: fact type %q must be lowercase letters, digits and underscores", what, name)
 		}

@@ -39,6 +39,10 @@ const (
 // gateway's own status; it needs no declaration.
 const SystemEntity = "system"
 
+// PlatformFactType is the type of the facts the platform records itself
+// (the webhook deliveries' audit facts); no entity type may declare it.
+const PlatformFactType = "webhook"
+
 var (
 	methods  = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
 	actions  = []string{ActionEmit, ActionGet, ActionCreate, ActionList, ActionQuery, ActionCommand}
