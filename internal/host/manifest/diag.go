@@ -61,9 +61,16 @@ type checker struct {
 	diags []Diagnostic
 	// factSets caches entity types' fact types as sets (see factSet).
 	factSets map[string]map[string]bool
+	// notMappings are the nodes reported as not being the mapping they
+	// should be: what else is said of them (its keys missing) follows
+	// from that and is not said again.
+	notMappings map[*yaml.Node]bool
 }
 
 func (c *checker) at(n *yaml.Node, format string, args ...any) {
+	if n != nil && c.notMappings[n] {
+		return
+	}
 	d := Diagnostic{File: c.file, Message: fmt.Sprintf(format, args...)}
 	if n != nil {
 		d.Line, d.Column = n.Line, n.Column
@@ -174,6 +181,10 @@ func (c *checker) fields(n *yaml.Node, what string, allowed ...string) map[strin
 	}
 	if n.Kind != yaml.MappingNode {
 		c.at(n, "%s must be a mapping, got %s", what, kindName(n))
+		if c.notMappings == nil {
+			c.notMappings = map[*yaml.Node]bool{}
+		}
+		c.notMappings[n] = true
 		return out
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
