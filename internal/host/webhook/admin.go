@@ -69,7 +69,8 @@ var (
 		openapi.Prop{Name: "secret_ref", Schema: openapi.String("The new secret's reference.")},
 		openapi.Prop{Name: "secret", Schema: openapi.String("The new secret; it is never shown again.")},
 		openapi.Prop{Name: "previous_secret_ref", Schema: openapi.String("The previous secret's reference.")},
-		openapi.Prop{Name: "previous_secret_expires_at", Schema: openapi.Millis("Until when deliveries are signed with the previous secret too")},
+		openapi.Prop{Name: "previous_secret_expires_at", Schema: openapi.Nullable(openapi.Millis("Until when deliveries are signed with the previous secret too; null when other configs still use it, and it does not expire"))},
+		openapi.Prop{Name: "previous_secret_used_by", Schema: openapi.Array("The other active configs that still use the previous secret (absent when none).", openapi.String("A config id."))},
 		openapi.Prop{Name: "config", Schema: openapi.Ref("Config")},
 	)
 	pauseState = openapi.Object("A config's pause state.", []string{"config_id", "paused"}, false,

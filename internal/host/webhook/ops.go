@@ -39,15 +39,20 @@ type RotationView struct {
 	SecretRef string `json:"secret_ref"`
 	// Secret is shown only in this response.
 	Secret                  string              `json:"secret"`
-	PreviousSecretRef       string              `json:"previous_secret_ref"`
-	PreviousSecretExpiresAt int64               `json:"previous_secret_expires_at"`
+	PreviousSecretRef string `json:"previous_secret_ref"`
+	// PreviousSecretExpiresAt is null when other configs still use the
+	// previous secret (PreviousSecretUsedBy): it does not expire then.
+	PreviousSecretExpiresAt *int64              `json:"previous_secret_expires_at"`
+	PreviousSecretUsedBy    []string            `json:"previous_secret_used_by,omitempty"`
 	Config                  platform.ConfigView `json:"config"`
 }
 
 // RotateSecret generates a new secret under a new reference, writes a new
 // version of the config that references it, and lets the old secret
 // expire in 7 days. Deliveries pinned to older versions keep signing with
-// the old secret until then.
+// the old secret until then. An old secret other active configs of the
+// tenant still reference does not expire: rotating one config must not
+// break the others.
 func (s *Service) RotateSecret(ctx context.Context, tenant, configID string) (*RotationView, error) {
 	if s.platform == nil {
 		return nil, errors.New("webhook: rotate secret: no platform service (call RegisterConfigType)")
@@ -75,14 +80,44 @@ func (s *Service) RotateSecret(ctx context.Context, tenant, configID string) (*R
 	if err != nil {
 		return nil, err
 	}
+	view := &RotationView{SecretRef: ref, Secret: value, PreviousSecretRef: oldRef, Config: platform.NewConfigView(next)}
+	if oldRef == "" || oldRef == ref {
+		return view, nil
+	}
+	if view.PreviousSecretUsedBy, err = s.configsUsingSecret(ctx, tenant, oldRef, configID); err != nil {
+		return nil, fmt.Errorf("webhook: rotate secret: %w", err)
+	}
+	if len(view.PreviousSecretUsedBy) > 0 {
+		return view, nil
+	}
 	expires := s.clock.Now().Add(SecretLifetimeAfterRotation).UnixMilli()
-	if oldRef != "" && oldRef != ref {
-		if err := s.secrets.expire(ctx, tenant, oldRef, expires); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("webhook: rotate secret: expire the old secret: %w", err)
+	if err := s.secrets.expire(ctx, tenant, oldRef, expires); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("webhook: rotate secret: expire the old secret: %w", err)
+	}
+	view.PreviousSecretExpiresAt = &expires
+	return view, nil
+}
+
+// configsUsingSecret lists the tenant's active webhook configs other than
+// except whose current version references the secret ref.
+func (s *Service) configsUsingSecret(ctx context.Context, tenant, ref, except string) ([]string, error) {
+	cfgs, err := s.st.ListActiveConfigsByType(ctx, ConfigType)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook configs: %w", err)
+	}
+	var ids []string
+	for _, c := range cfgs {
+		if c.TenantID != tenant || c.ID == except {
+			continue
+		}
+		var set struct {
+			SecretRef string `json:"secret_ref"`
+		}
+		if json.Unmarshal(c.Settings, &set) == nil && set.SecretRef == ref {
+			ids = append(ids, c.ID)
 		}
 	}
-	return &RotationView{SecretRef: ref, Secret: value, PreviousSecretRef: oldRef, PreviousSecretExpiresAt: expires,
-		Config: platform.NewConfigView(next)}, nil
+	return ids, nil
 }
 
 // webhookConfig returns the current version of a webhook config or a

@@ -188,7 +188,8 @@ func TestSecretRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rot.SecretRef == e.ref || rot.Secret == e.secret || rot.PreviousSecretRef != e.ref || rot.Config.Version != 2 ||
-			rot.PreviousSecretExpiresAt != clockStart.Add(7*24*time.Hour).UnixMilli() || !bytes.Contains(rot.Config.Settings, []byte(rot.SecretRef)) {
+			rot.PreviousSecretExpiresAt == nil || *rot.PreviousSecretExpiresAt != clockStart.Add(7*24*time.Hour).UnixMilli() ||
+			len(rot.PreviousSecretUsedBy) != 0 || !bytes.Contains(rot.Config.Settings, []byte(rot.SecretRef)) {
 			t.Fatalf("rotation %+v", rot)
 		}
 		if bytes.Contains(rot.Config.Settings, []byte("whsec_")) {
@@ -251,4 +252,32 @@ func TestSecretRotation(t *testing.T) {
 			t.Errorf("expired secret_ref: %v", err)
 		}
 	})
+}
+
+// TestRotationKeepsASharedSecret: rotating the secret of one config does
+// not expire the old secret while other active configs of the tenant
+// still reference it (they would fail every delivery once it expired);
+// the rotation says which configs keep it.
+func TestRotationKeepsASharedSecret(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	ctx := t.Context()
+	rotated := e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
+	other := e.createConfig(platform.ConfigInput{Settings: e.settings(map[string]any{"triggers": []any{"outcome.deal_lost"}})})
+	rot, err := e.svc.RotateSecret(ctx, tenantA, rotated.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.PreviousSecretExpiresAt != nil || len(rot.PreviousSecretUsedBy) != 1 || rot.PreviousSecretUsedBy[0] != other.ID {
+		t.Fatalf("rotation of a shared secret: expires %v, used by %v; want no expiry, used by %s", rot.PreviousSecretExpiresAt, rot.PreviousSecretUsedBy, other.ID)
+	}
+	// Long after the rotation, the other config's secret still signs.
+	e.clock.Set(clockStart.Add(8 * 24 * time.Hour))
+	if _, err := e.plat.UpdateConfig(ctx, tenantA, other.ID, platform.ConfigInput{Settings: e.settings(map[string]any{"triggers": []any{"outcome.deal_lost"}})}); err != nil {
+		t.Fatalf("the other config's secret after 8 days: %v", err)
+	}
+	// Once the last config using it rotates too, it expires.
+	rot, err = e.svc.RotateSecret(ctx, tenantA, other.ID)
+	if err != nil || rot.PreviousSecretExpiresAt == nil || len(rot.PreviousSecretUsedBy) != 0 {
+		t.Fatalf("rotation of the last user: %+v, %v", rot, err)
+	}
 }
