@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/factline/factline/internal/host/problem"
 )
 
@@ -149,6 +151,8 @@ func ParseSettings(m map[string]any) (Settings, []problem.FieldError) {
 		s.URL = u
 		if msg := checkURL(u); msg != "" {
 			errs.add("url", problem.CodeFormat, "%s", msg)
+		} else if strings.Contains(u, secretPrefix) {
+			errs.add("url", problem.CodeFormat, inlineSecret)
 		}
 	}
 
@@ -474,6 +478,12 @@ func outputKey(name string, mapping map[string]string) string {
 	return name
 }
 
+// secretPrefix starts every signing secret's text; a setting holding it
+// holds a secret.
+const secretPrefix = "whsec_"
+
+const inlineSecret = "holds a signing secret (whsec_...): secrets are never inlined in settings; create one with POST /v1/admin/webhooks/secrets and reference it with secret_ref"
+
 func parseHeaders(obj map[string]any, errs *settingsErrors) map[string]string {
 	if len(obj) > maxHeaders {
 		errs.add("headers", problem.CodeRange, "headers may hold at most %d entries", maxHeaders)
@@ -494,8 +504,10 @@ func parseHeaders(obj map[string]any, errs *settingsErrors) map[string]string {
 			errs.add(field, problem.CodeFormat, "header %s is given twice (as %s)", name, seen[lower])
 		case !isStr:
 			errs.add(field, problem.CodeType, "header values must be strings")
-		case len(v) > 4096 || strings.ContainsAny(v, "\r\n\x00"):
-			errs.add(field, problem.CodeFormat, "header values must be at most 4096 characters without line breaks")
+		case len(v) > 4096 || !httpguts.ValidHeaderFieldValue(v):
+			errs.add(field, problem.CodeFormat, "header values must be at most 4096 characters without line breaks or other control characters")
+		case strings.Contains(v, secretPrefix):
+			errs.add(field, problem.CodeFormat, inlineSecret)
 		default:
 			seen[lower] = name
 			out[name] = v
