@@ -221,6 +221,12 @@ func send(client *http.Client, stopping context.Context, d *deliveryRequest, now
 		r.aborted = true
 		return r
 	}
+	if readErr != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || isTimeout(readErr)) {
+		// The contract counts an attempt whose timeout runs out as a
+		// timeout, also while the response's body is still arriving.
+		r.fail(ErrorTransient, CodeTimeout, "the response did not end within "+d.timeout.String()+"; the request was aborted")
+		return r
+	}
 	classifyStatus(&r, resp, now())
 	return r
 }
