@@ -90,4 +90,13 @@ func TestSubscriptionPluginIsNoLedger(t *testing.T) {
 	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), `entities.cog.ledger: plugin "followup" is a subscription plugin, not a ledger`) {
 		t.Fatalf("a subscription plugin as a ledger: %d %v", code, body)
 	}
+
+	// A projection named like a config id: queries name a projection by
+	// id or by name, the id first, so the name would reach another one.
+	settings := map[string]any{"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour",
+		"aggregations": []map[string]any{{"field": "count", "function": "count"}}}
+	code, body = l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "cfg_01M8D0JT5M4NP0WHR6Q9MZCH15", "settings": settings})
+	if code != 400 || !strings.Contains(fmt.Sprint(body["errors"]), "has the form of a config id") {
+		t.Fatalf("a projection named like a config id: %d %v", code, body)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/factline/factline/internal/host/id"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/projection"
@@ -52,7 +53,11 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 				Message: fmt.Sprintf("source %q is not a declared entity type (declared: %s)", source, strings.Join(known, ", "))})
 		}
 	}
-	if in.Name != "" {
+	if in.Name != "" && id.HasPrefix(in.Name, id.Config) {
+		// A query names a projection by id or by name, the id first.
+		errs = append(errs, problem.FieldError{Field: "name", Code: problem.CodeFormat,
+			Message: fmt.Sprintf("name %q has the form of a config id; queries would take it for one", in.Name)})
+	} else if in.Name != "" {
 		other, err := s.findByName(ctx, tenant, in.Name)
 		switch {
 		case err != nil:
