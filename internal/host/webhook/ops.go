@@ -38,7 +38,7 @@ func (s *Service) CreateSecret(ctx context.Context, tenant string) (*SecretView,
 type RotationView struct {
 	SecretRef string `json:"secret_ref"`
 	// Secret is shown only in this response.
-	Secret                  string              `json:"secret"`
+	Secret            string `json:"secret"`
 	PreviousSecretRef string `json:"previous_secret_ref"`
 	// PreviousSecretExpiresAt is null when other configs still use the
 	// previous secret (PreviousSecretUsedBy): it does not expire then.
