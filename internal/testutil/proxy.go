@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 )
@@ -131,4 +132,22 @@ func (p *Proxy) closeAllLocked() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// ProxyPostgres routes the PostgreSQL URL direct through a new Proxy and
+// returns the URL that goes through it, with a connect timeout of 2 s (a
+// frozen proxy must not hold a connection attempt for long), and the
+// Proxy.
+func ProxyPostgres(t testing.TB, direct string) (string, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := NewProxy(t, u.Host)
+	u.Host = px.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	return u.String(), px
 }

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
@@ -19,16 +18,8 @@ import (
 func TestDatabaseOutageIsServiceUnavailable(t *testing.T) {
 	t.Parallel()
 	direct := testutil.Postgres(t)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := testutil.NewProxy(t, u.Host)
-	u.Host = px.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
-	h := setupOn(t, teststore.OpenAt(t, "postgres", u.String()))
+	proxied, px := testutil.ProxyPostgres(t, direct)
+	h := setupOn(t, teststore.OpenAt(t, "postgres", proxied))
 	t.Cleanup(func() { h.store.Close() })
 
 	id := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
@@ -176,17 +175,9 @@ func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 func TestWatchEntitiesSilentConnection(t *testing.T) {
 	t.Parallel()
 	direct := teststore.Postgres(t)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := testutil.NewProxy(t, u.Host)
-	u.Host = px.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
+	proxied, px := testutil.ProxyPostgres(t, direct)
 	ctx := t.Context()
-	a := open(t, u.String(), postgres.Options{Logger: quiet, ListenHeartbeat: 200 * time.Millisecond})
+	a := open(t, proxied, postgres.Options{Logger: quiet, ListenHeartbeat: 200 * time.Millisecond})
 	b := open(t, direct, postgres.Options{Logger: quiet})
 	createEntity(t, b, "tnt_a", "ent_1")
 	rec := testutil.NewWatchRecorder(t)

@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
@@ -23,16 +22,8 @@ import (
 func TestStalledDatabaseFailsFast(t *testing.T) {
 	t.Parallel()
 	direct := teststore.Postgres(t)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := testutil.NewProxy(t, u.Host)
-	u.Host = px.Addr()
-	q := u.Query()
-	q.Set("connect_timeout", "2")
-	u.RawQuery = q.Encode()
-	s := open(t, u.String(), postgres.Options{Logger: quiet, StallTimeout: 500 * time.Millisecond})
+	proxied, px := testutil.ProxyPostgres(t, direct)
+	s := open(t, proxied, postgres.Options{Logger: quiet, StallTimeout: 500 * time.Millisecond})
 	createEntity(t, s, "tnt_a", "ent_1")
 
 	px.Freeze()
@@ -56,7 +47,7 @@ func TestStalledDatabaseFailsFast(t *testing.T) {
 	if err := s.Ping(ctx); !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
 		t.Fatalf("Ping while stalled: %v (deadline %v)", err, ctx.Err())
 	}
-	err = s.CreateEntity(ctx, &store.Entity{TenantID: "tnt_a", ID: "ent_2", Type: "account", Data: []byte(`{}`), CreatedAt: 1, UpdatedAt: 1})
+	err := s.CreateEntity(ctx, &store.Entity{TenantID: "tnt_a", ID: "ent_2", Type: "account", Data: []byte(`{}`), CreatedAt: 1, UpdatedAt: 1})
 	if !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
 		t.Fatalf("a write while stalled: %v (deadline %v)", err, ctx.Err())
 	}
