@@ -7,10 +7,8 @@ import (
 	"testing"
 
 	"github.com/factline/factline/internal/host/ledger"
-	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
-	"github.com/factline/factline/internal/teststore"
 )
 
 const schemaDomainYAML = `
@@ -59,18 +57,7 @@ func (maker) Evolve(_ context.Context, state, _ json.RawMessage) (json.RawMessag
 
 func newSchemaService(t *testing.T, backend string) *platform.Service {
 	t.Helper()
-	d, err := manifest.ParseDomain("test.yaml", []byte(schemaDomainYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := ledger.Builtin()
-	reg["maker"] = maker{}
-	svc, err := platform.New(platform.Options{Store: teststore.Open(t, backend), Domain: d, Ledgers: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	return svc
+	return serviceWith(t, backend, schemaDomainYAML, maker{})
 }
 
 func decode(t *testing.T, s string) map[string]any {

@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	"github.com/factline/factline/internal/host/ledger"
-	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
-	"github.com/factline/factline/internal/teststore"
 )
 
 // faulty decides, per command, a fact that breaks the plugin contract in
@@ -48,17 +46,7 @@ func (faulty) Evolve(_ context.Context, state, _ json.RawMessage) (json.RawMessa
 // naming the ledger (the client did nothing wrong); data null is {}.
 func TestLedgerFaultsAreRefusedAsTheLedgers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
-		d, err := manifest.ParseDomain("test.yaml", []byte("name: test\nversion: \"1\"\nentities:\n  probe:\n    ledger: faulty\n    fields: {}\n    facts: [poked]\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg := ledger.Builtin()
-		reg["faulty"] = faulty{}
-		svc, err := platform.New(platform.Options{Store: teststore.Open(t, backend), Domain: d, Ledgers: reg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(svc.Close)
+		svc := serviceWith(t, backend, "name: test\nversion: \"1\"\nentities:\n  probe:\n    ledger: faulty\n    fields: {}\n    facts: [poked]\n", faulty{})
 		ctx := context.Background()
 		e, err := svc.CreateEntity(ctx, "t1", platform.CreateEntityInput{Type: "probe", ID: "p1"})
 		if err != nil {

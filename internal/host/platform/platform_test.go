@@ -70,12 +70,20 @@ func (capped) Evolve(_ context.Context, state json.RawMessage, _ json.RawMessage
 
 func newService(t *testing.T, backend string, cap int) *platform.Service {
 	t.Helper()
-	d, err := manifest.ParseDomain("test.yaml", []byte(domainYAML))
+	return serviceWith(t, backend, domainYAML, capped{cap: cap})
+}
+
+// serviceWith returns a platform service on a new store of backend, with
+// the domain manifest src and the built-in ledgers plus extra (under its
+// name), closed when t ends.
+func serviceWith(t *testing.T, backend, src string, extra ledger.Ledger) *platform.Service {
+	t.Helper()
+	d, err := manifest.ParseDomain("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := ledger.Builtin()
-	reg["capped"] = capped{cap: cap}
+	reg[extra.Name()] = extra
 	svc, err := platform.New(platform.Options{Store: teststore.Open(t, backend), Domain: d, Ledgers: reg})
 	if err != nil {
 		t.Fatal(err)
