@@ -150,7 +150,7 @@ func (a *App) checkFilesLocked(ctx context.Context, files manifestFiles, stored 
 		return nil, nil, err
 	}
 	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes,
-		PluginKind: a.pluginKind}); err != nil {
+		PluginKind: a.pluginKind, HandlerServed: a.handlerServed}); err != nil {
 		return nil, nil, err
 	}
 	return next, gw, nil
@@ -194,6 +194,7 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 	}
 	a.served.Store(&servedModel{domain: next, routes: routes})
 	a.layersHash = store.LayersDigest(stored)
+	a.Subscriptions.Set(next.Subscriptions)
 	return nil
 }
 
@@ -251,6 +252,33 @@ func (a *App) ledgerInstalled(ctx context.Context, name string) (bool, error) {
 	}
 	for _, p := range act {
 		if p.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// handlerServed reports whether a subscription plugin loaded here serves
+// a handler name, or whether this process cannot tell: a plugin still
+// loading, or one built in or active in the store that it has not loaded.
+func (a *App) handlerServed(ctx context.Context, handler string) (bool, error) {
+	if _, ok := a.Plugins.SubscriptionHandler(handler); ok {
+		return true, nil
+	}
+	if len(a.Plugins.PendingNames()) > 0 {
+		return true, nil
+	}
+	for name := range a.builtinPlugins() {
+		if a.pluginKind(name) == "" {
+			return true, nil
+		}
+	}
+	act, err := a.Store.ActivePlugins(ctx)
+	if err != nil {
+		return false, fmt.Errorf("list installed plugins: %w", err)
+	}
+	for _, p := range act {
+		if a.pluginKind(p.Name) == "" {
 			return true, nil
 		}
 	}

@@ -24,6 +24,10 @@ type ChangeEnv struct {
 	// PluginKind, when set, tells the kind of the plugin of that name
 	// loaded here ("ledger", "subscription"), or "" when none is.
 	PluginKind func(name string) string
+	// HandlerServed, when set, reports whether an installed subscription
+	// plugin serves a handler name; it answers true when this process
+	// cannot tell (a plugin installed but not loaded here yet).
+	HandlerServed func(ctx context.Context, handler string) (bool, error)
 }
 
 // CheckChange checks a new domain model against the one being served and
@@ -32,7 +36,8 @@ type ChangeEnv struct {
 // required field is present in every stored entity; a slot holding data
 // keeps holding the same field; a fact type recorded on the type stays
 // declared, and a field of its schema that stored facts have is neither
-// removed nor retyped; a new or changed ledger name resolves. Types that did not
+// removed nor retyped; a new or changed ledger name resolves; a new or
+// changed subscription handler is served. Types that did not
 // change are not looked at again. Problems are returned together as an
 // *Error, each at the new manifest's line and column where it has one;
 // a failing store is returned as a plain wrapped error.
@@ -153,6 +158,20 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 			// as many entities have it.
 			if u.Keys[f.Name] < n {
 				problem(f.pos, "%s.fields.%s: slot %s holds values of %d stored entities, but only %d have field %q", what, f.Name, slot, n, u.Keys[f.Name], f.Name)
+			}
+		}
+	}
+	if env.HandlerServed != nil {
+		for _, s := range next.Subscriptions {
+			if i := slices.IndexFunc(cur.Subscriptions, func(o Subscription) bool { return o.Name == s.Name }); i >= 0 && cur.Subscriptions[i].Handler == s.Handler {
+				continue
+			}
+			ok, err := env.HandlerServed(ctx, s.Handler)
+			if err != nil {
+				return fmt.Errorf("check domain change: %w", err)
+			}
+			if !ok {
+				problem(s.pos, "subscriptions.%s.handler: no installed subscription plugin serves handler %q", s.Name, s.Handler)
 			}
 		}
 	}

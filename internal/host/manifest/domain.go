@@ -163,9 +163,15 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 	d := &Domain{Entities: map[string]*EntityType{}}
 	d.Name, _ = c.str(f, "name", "manifest", true, top)
 	d.Version, _ = c.str(f, "version", "manifest", true, top)
+	// A manifest may declare subscriptions alone: a layer that adds a
+	// subscription plugin's subscriptions to the model.
+	subs, hasSubs := f["subscriptions"]
+	onlySubs := hasSubs && subs.value.Kind == yaml.SequenceNode && len(subs.value.Content) > 0
 	ents, ok := f["entities"]
 	if !ok {
-		c.at(top, "manifest: missing required key %q", "entities")
+		if !onlySubs {
+			c.at(top, "manifest: missing required key %q", "entities")
+		}
 	} else {
 		for name, ef := range c.fields(ents.value, "entities") {
 			if !identRe.MatchString(name) {
@@ -178,11 +184,11 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 			t.pos = c.pos(ef.key)
 			d.Entities[name] = t
 		}
-		if len(ents.value.Content) == 0 && ents.value.Kind == yaml.MappingNode {
-			c.at(ents.value, "entities must declare at least one entity type")
+		if len(ents.value.Content) == 0 && ents.value.Kind == yaml.MappingNode && !onlySubs {
+			c.at(ents.value, "entities must declare at least one entity type, unless the manifest declares subscriptions")
 		}
 	}
-	if subs, ok := f["subscriptions"]; ok {
+	if hasSubs {
 		d.Subscriptions = c.subscriptions(subs.value)
 	}
 	if rs, ok := f["routes"]; ok {

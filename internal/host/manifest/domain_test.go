@@ -104,3 +104,24 @@ func FuzzParseDomain(f *testing.F) {
 		}
 	})
 }
+
+// TestSubscriptionsOnlyManifest: a manifest may declare subscriptions
+// and no entity type, as a layer that adds a subscription plugin's
+// subscriptions to the model.
+func TestSubscriptionsOnlyManifest(t *testing.T) {
+	for _, src := range []string{
+		"name: echo\nversion: \"1\"\nsubscriptions:\n  - {name: echo, patterns: [outcome.no_answer], handler: h}\n",
+		"name: echo\nversion: \"1\"\nentities: {}\nsubscriptions:\n  - {name: echo, patterns: [outcome.no_answer], handler: h}\n",
+	} {
+		d, err := ParseDomain("echo.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if len(d.Entities) != 0 || len(d.Subscriptions) != 1 || d.Subscriptions[0].Handler != "h" {
+			t.Fatalf("%q: %+v", src, d)
+		}
+	}
+	if _, err := ParseDomain("none.yaml", []byte("name: none\nversion: \"1\"\n")); err == nil || !strings.Contains(err.Error(), `missing required key "entities"`) {
+		t.Fatalf("neither entities nor subscriptions: %v", err)
+	}
+}

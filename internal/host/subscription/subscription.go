@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,13 +52,26 @@ type Options struct {
 	Registerer    prometheus.Registerer
 }
 
-// Runner runs every subscription until stopped.
+// Runner runs every subscription until stopped. The set of subscriptions
+// can change while it runs (Set), as the domain model does.
 type Runner struct {
 	opts    Options
 	log     *slog.Logger
 	applied *prometheus.CounterVec
 	skipped *prometheus.CounterVec
 	bg      lifecycle.Base
+
+	mu      sync.Mutex
+	subs    []manifest.Subscription
+	running map[string]*consumer     // by subscription name
+	last    map[string]chan struct{} // done of the latest consumer of a name
+}
+
+// consumer is the stream consumer of one subscription as it runs.
+type consumer struct {
+	sub  manifest.Subscription
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New checks the options.
@@ -67,7 +82,7 @@ func New(opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	r := &Runner{opts: opts, log: opts.Logger,
+	r := &Runner{opts: opts, log: opts.Logger, subs: opts.Subscriptions, running: map[string]*consumer{}, last: map[string]chan struct{}{},
 		applied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "factline_subscription_actions_total", Help: "Actions carried out for subscriptions (duplicates of earlier deliveries excluded)."}, []string{"subscription"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "factline_subscription_actions_skipped_total", Help: "Actions refused by the platform (missing entity, rule) and skipped."}, []string{"subscription", "reason"}),
 	}
@@ -87,30 +102,114 @@ func ConsumerName(sub string) string { return "subscription:" + sub }
 // Start launches one consumer per subscription, until Stop; a second
 // Start is an error.
 func (r *Runner) Start(ctx context.Context) error {
-	tasks := make([]func(context.Context), 0, len(r.opts.Subscriptions))
-	for _, sub := range r.opts.Subscriptions {
-		c := &stream.Consumer{
-			Name:    ConsumerName(sub.Name),
-			Store:   r.opts.Store,
-			Handler: r.handler(sub),
-			Logger:  r.log,
-			Metrics: r.opts.Metrics,
-		}
-		tasks = append(tasks, func(ctx context.Context) {
-			if err := c.Run(ctx); err != nil {
-				r.log.Error("subscription stopped", "subscription", sub.Name, "err", err)
-			}
-		})
-	}
-	if err := r.bg.Start(context.WithoutCancel(ctx), tasks...); err != nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.bg.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("subscription: %w", err)
 	}
+	r.reconcileLocked()
 	return nil
 }
 
 // Stop stops every consumer and waits for them, within ctx.
 func (r *Runner) Stop(ctx context.Context) error {
 	return r.bg.Stop(ctx)
+}
+
+// Set makes subs the subscriptions that run: a new one starts reading
+// (from its checkpoint, or from the start of the stream when it has none),
+// a removed one stops (its checkpoint stays, so declaring it again goes
+// on where it stopped), and one whose patterns or handler changed restarts
+// on its checkpoint with the new declaration. Before Start it only records
+// the set.
+func (r *Runner) Set(subs []manifest.Subscription) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.subs = slices.Clone(subs)
+	if r.bg.Context() != nil {
+		r.reconcileLocked()
+	}
+}
+
+// Running lists the subscriptions with a consumer, by name.
+func (r *Runner) Running() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.running))
+	for n := range r.running {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// reconcileLocked starts and stops consumers until one runs per
+// subscription of r.subs; r.mu is held.
+func (r *Runner) reconcileLocked() {
+	want := map[string]manifest.Subscription{}
+	for _, s := range r.subs {
+		want[s.Name] = s
+	}
+	for name, c := range r.running {
+		if s, ok := want[name]; ok && sameSubscription(s, c.sub) {
+			continue
+		}
+		c.stop()
+		delete(r.running, name)
+		if _, ok := want[name]; !ok {
+			r.log.Info("subscription stopped: no longer declared", "subscription", name)
+		}
+	}
+	for _, s := range r.subs {
+		if _, ok := r.running[s.Name]; ok {
+			continue
+		}
+		r.launchLocked(s)
+	}
+}
+
+// launchLocked starts the consumer of s; r.mu is held. It first waits
+// for the consumer of the same name that ran before, if it is still
+// stopping: two readers must not move one checkpoint.
+func (r *Runner) launchLocked(s manifest.Subscription) {
+	ctx, stop := context.WithCancel(r.bg.Context())
+	c := &consumer{sub: s, stop: stop, done: make(chan struct{})}
+	prev := r.last[s.Name]
+	reader := &stream.Consumer{
+		Name:    ConsumerName(s.Name),
+		Store:   r.opts.Store,
+		Handler: r.handler(s),
+		Logger:  r.log,
+		Metrics: r.opts.Metrics,
+	}
+	if !r.bg.Go(func(context.Context) {
+		defer close(c.done)
+		defer stop()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err := reader.Run(ctx); err != nil {
+			r.log.Error("subscription stopped", "subscription", s.Name, "err", err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, declared := r.running[s.Name]; !declared && r.opts.Metrics != nil {
+			r.opts.Metrics.Forget(reader.Name)
+		}
+	}) {
+		stop()
+		return
+	}
+	r.running[s.Name] = c
+	r.last[s.Name] = c.done
+}
+
+func sameSubscription(a, b manifest.Subscription) bool {
+	return a.Handler == b.Handler && slices.Equal(a.Patterns, b.Patterns)
 }
 
 func matches(sub manifest.Subscription, f *store.Fact) bool {

@@ -1,0 +1,91 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/testutil"
+)
+
+// TestSubscriptionAddedAtRuntime: a subscription a domain layer adds
+// through the admin API runs at once, without a restart; removing the
+// layer stops it; a subscription whose handler no installed plugin serves
+// is refused (it was accepted, and its consumer retried for ever).
+func TestSubscriptionAddedAtRuntime(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "asset", "id": "line-1", "name": "Line", "status": "on", "identifier": "+1555", "subtype": "phone"}); code != 201 {
+		t.Fatalf("create asset: %d %v", code, body)
+	}
+	noAnswer := func(attempt int) {
+		t.Helper()
+		if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "line-1", "type": "outcome", "subtype": "no_answer", "data": map[string]any{"attempt": attempt}}); code != 201 {
+			t.Fatalf("outcome: %d %v", code, body)
+		}
+	}
+	followups := func() int {
+		_, body := l.call("GET", "/v1/entities/line-1/facts?limit=200", l.key, nil)
+		c := 0
+		for _, it := range dataOf(body)["items"].([]any) {
+			if it.(map[string]any)["subtype"] == "followup_scheduled" {
+				c++
+			}
+		}
+		return c
+	}
+	caughtUp := func(consumer string) {
+		t.Helper()
+		testutil.EventuallyNil(t, 30*time.Second, func() error {
+			pos, _ := l.a.Store.GetCheckpoint(context.Background(), consumer)
+			head, _ := l.a.Store.HeadPosition(context.Background())
+			if pos != head {
+				return fmt.Errorf("%s at %d of %d", consumer, pos, head)
+			}
+			return nil
+		})
+	}
+	noAnswer(1)
+	caughtUp("subscription:no_answer_followup")
+	if got := followups(); got != 1 {
+		t.Fatalf("follow-ups from the served subscription: %d, want 1", got)
+	}
+
+	code, body := l.putDomain("echo", "name: echo\nversion: \"1\"\nsubscriptions:\n  - {name: echo, patterns: [outcome.no_answer], handler: no_answer_followupp}\n")
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), `subscriptions.echo.handler: no installed subscription plugin serves handler "no_answer_followupp"`) {
+		t.Fatalf("a handler no plugin serves: %d %v", code, body)
+	}
+	if code, body := l.putDomain("echo", "name: echo\nversion: \"1\"\nentities: {}\nsubscriptions:\n  - {name: echo, patterns: [outcome.no_answer], handler: no_answer_followup}\n"); code != 201 {
+		t.Fatalf("a layer adding a subscription: %d %v", code, body)
+	}
+	if got := l.a.Subscriptions.Running(); !slices.Equal(got, []string{"echo", "no_answer_followup"}) {
+		t.Fatalf("running subscriptions: %v", got)
+	}
+	// The new subscription reads from the start of the stream: the
+	// earlier outcome gets its follow-up from it too.
+	caughtUp("subscription:echo")
+	if got := followups(); got != 2 {
+		t.Fatalf("follow-ups once the added subscription caught up: %d, want 2", got)
+	}
+	noAnswer(2)
+	caughtUp("subscription:echo")
+	caughtUp("subscription:no_answer_followup")
+	if got := followups(); got != 4 {
+		t.Fatalf("follow-ups of a second outcome with two subscriptions: %d, want 4", got)
+	}
+
+	if code, body := l.call("DELETE", "/v1/admin/domain/echo", l.op, nil); code != 200 {
+		t.Fatalf("remove the layer: %d %v", code, body)
+	}
+	if got := l.a.Subscriptions.Running(); !slices.Equal(got, []string{"no_answer_followup"}) {
+		t.Fatalf("running subscriptions after the removal: %v", got)
+	}
+	noAnswer(3)
+	caughtUp("subscription:no_answer_followup")
+	if got := followups(); got != 5 {
+		t.Fatalf("follow-ups after the layer went: %d, want 5", got)
+	}
+}
