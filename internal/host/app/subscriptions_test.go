@@ -77,15 +77,26 @@ func TestSubscriptionAddedAtRuntime(t *testing.T) {
 		t.Fatalf("follow-ups of a second outcome with two subscriptions: %d, want 4", got)
 	}
 
+	// Changed patterns apply from the subscription's position on.
+	if code, body := l.putDomain("echo", "name: echo\nversion: \"2\"\nsubscriptions:\n  - {name: echo, patterns: [outcome.busy], handler: no_answer_followup}\n"); code != 200 {
+		t.Fatalf("a layer changing the subscription: %d %v", code, body)
+	}
+	noAnswer(3)
+	caughtUp("subscription:echo")
+	caughtUp("subscription:no_answer_followup")
+	if got := followups(); got != 5 {
+		t.Fatalf("follow-ups once the subscription no longer matches no_answer: %d, want 5", got)
+	}
+
 	if code, body := l.call("DELETE", "/v1/admin/domain/echo", l.op, nil); code != 200 {
 		t.Fatalf("remove the layer: %d %v", code, body)
 	}
 	if got := l.a.Subscriptions.Running(); !slices.Equal(got, []string{"no_answer_followup"}) {
 		t.Fatalf("running subscriptions after the removal: %v", got)
 	}
-	noAnswer(3)
+	noAnswer(4)
 	caughtUp("subscription:no_answer_followup")
-	if got := followups(); got != 5 {
-		t.Fatalf("follow-ups after the layer went: %d, want 5", got)
+	if got := followups(); got != 6 {
+		t.Fatalf("follow-ups after the layer went: %d, want 6", got)
 	}
 }
