@@ -123,7 +123,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *pluginCache == "" {
 		*pluginCache = app.DefaultPluginCacheDir("./data")
 	}
-	problems, warnings, err := checkCommandRoutes(ctx, commandRoutes, pluginFiles, *pluginCache, stderr)
+	problems, warnings, err := checkPlugins(ctx, domain, commandRoutes, pluginFiles, *pluginCache, stderr)
 	if err != nil {
 		return err
 	}

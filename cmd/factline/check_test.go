@@ -169,6 +169,16 @@ func TestCheckCommandRoutesWithPluginFlag(t *testing.T) {
 			}
 		})
 	}
+	// A plugin given is held against the entity types the domain gives
+	// it, with or without a command route, as serve holds it.
+	gadgets := filepath.Join(dir, "gadgets.yaml")
+	if err := os.WriteFile(gadgets, []byte("name: gadgets\nversion: \"1\"\nentities:\n  gadget:\n    ledger: points\n    fields: {}\n    facts: [earned]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cli(t, nil, "check", "--plugin-cache-dir", cache, "--plugin", module, gadgets)
+	if want := gadgets + `:4:3: entities.gadget.ledger: ledger "points" serves entity types member, not "gadget"`; code != 1 || !strings.Contains(stdout, want) {
+		t.Fatalf("a type its ledger plugin does not declare: exit %d\n%s%s\nwant %s", code, stdout, stderr, want)
+	}
 	if _, stderr, code := cli(t, nil, "check", "--plugin", filepath.Join(dir, "missing.wasm"), "--domain", domain, commandGateway(t, t.TempDir(), "POST", "member", "earn")); code != 1 || !strings.Contains(stderr, "--plugin") {
 		t.Errorf("a missing --plugin file: exit %d, stderr %s", code, stderr)
 	}

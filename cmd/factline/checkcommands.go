@@ -13,6 +13,7 @@ import (
 	"github.com/factline/factline/internal/host/pluginhost"
 	"github.com/factline/factline/internal/host/wasm"
 	"github.com/factline/factline/plugins"
+	"github.com/factline/factline/sdk/abi"
 )
 
 // commandRoute is a command route to check, with the domain its entity
@@ -22,12 +23,14 @@ type commandRoute struct {
 	domain *manifest.Domain
 }
 
-// checkCommandRoutes checks the command routes of each gateway against
-// the ledgers described by the plugins given with --plugin and those
-// built into the binary, as serve does. Routes of a ledger neither built
-// in nor given are returned as warnings: they are checked at serve time.
-// Plugins are described (compiled) only when there is a command route.
-func checkCommandRoutes(ctx context.Context, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
+// checkPlugins checks the command routes of each gateway against the
+// ledgers described by the plugins given with --plugin and those built
+// into the binary, as serve does, and that each plugin given is a ledger
+// that declares the entity types domain gives it. Routes of a ledger
+// neither built in nor given are returned as warnings: they are checked
+// at serve time. Plugins are described (compiled) only when one is given
+// or there is a command route.
+func checkPlugins(ctx context.Context, domain *manifest.Domain, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
 	ledgers := map[string]bool{}
 	for _, cr := range routes {
 		for _, r := range cr.gw.Routes {
@@ -38,7 +41,7 @@ func checkCommandRoutes(ctx context.Context, routes []commandRoute, pluginFiles 
 			}
 		}
 	}
-	if len(ledgers) == 0 {
+	if len(ledgers) == 0 && len(pluginFiles) == 0 {
 		return nil, nil, nil
 	}
 	// The options serve runs plugins with (its flags' defaults), so the
@@ -57,14 +60,34 @@ func checkCommandRoutes(ctx context.Context, routes []commandRoute, pluginFiles 
 		host.Close(cctx)
 	}()
 	reg := wasm.NewRegistry(host)
+	given := map[string]*wasm.Plugin{}
 	for _, file := range pluginFiles {
 		module, err := os.ReadFile(file)
 		if err != nil {
 			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("--plugin: %v", err)}
 		}
-		if _, err := reg.Install(ctx, module, nil); err != nil {
+		p, err := reg.Install(ctx, module, nil)
+		if err != nil {
 			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("--plugin %s: %v", file, err)}
 		}
+		given[p.Description().Name] = p
+	}
+	// The plugins given are held against the entity types the domain gives
+	// them, as serve holds each version it loads.
+	kind := func(name string) string {
+		if p, ok := given[name]; ok {
+			return p.Description().Kind
+		}
+		return ""
+	}
+	types := func(name string) ([]string, bool) {
+		if p, ok := given[name]; ok && p.Description().Kind == abi.KindLedger {
+			return p.Description().EntityTypes, len(p.Description().EntityTypes) > 0
+		}
+		return nil, false
+	}
+	if err := manifest.CheckLedgerPlugins(domain, kind, types); err != nil {
+		problems = append(problems, manifest.Diagnostics("", err)...)
 	}
 	// A plugin given with --plugin replaces the built-in one of its name,
 	// as the plugins directory does in serve.

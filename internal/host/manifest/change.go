@@ -67,22 +67,10 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 			if err != nil {
 				return fmt.Errorf("check domain change: %w", err)
 			}
-			kind := ""
-			if env.PluginKind != nil {
-				kind = env.PluginKind(t.Ledger)
-			}
-			switch {
-			case !ok:
+			if !ok {
 				problem(t.pos, "%s.ledger: no built-in ledger or installed plugin is named %q", what, t.Ledger)
-			case kind != "" && kind != "ledger":
-				problem(t.pos, "%s.ledger: plugin %q is a %s plugin, not a ledger", what, t.Ledger, kind)
-			case env.LedgerEntityTypes != nil:
-				// A plugin refuses entities of types it does not declare:
-				// every command on them would fail.
-				if types, known := env.LedgerEntityTypes(t.Ledger); known && !contains(types, name) {
-					problem(t.pos, "%s.ledger: ledger %q serves entity types %s, not %q (a type without a ledger plugin of its own takes ledger: builtin)",
-						what, t.Ledger, strings.Join(types, ", "), name)
-				}
+			} else if msg := ledgerPluginProblem(name, t, env.PluginKind, env.LedgerEntityTypes); msg != "" {
+				problem(t.pos, "%s", msg)
 			}
 		}
 		if old != nil {
@@ -179,6 +167,47 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 		return &Error{Diagnostics: diags}
 	}
 	return nil
+}
+
+// CheckLedgerPlugins checks each entity type whose ledger names a plugin
+// the functions know: it must be a ledger plugin, and one that declares
+// the type. kind tells a plugin's kind ("" when no plugin of that name is
+// known); types tells the entity types a ledger declares (known false
+// when it cannot tell). Problems are returned together as an *Error.
+func CheckLedgerPlugins(d *Domain, kind func(name string) string, types func(name string) ([]string, bool)) error {
+	var diags []Diagnostic
+	for _, name := range d.EntityTypeNames() {
+		t := d.Entities[name]
+		if msg := ledgerPluginProblem(name, t, kind, types); msg != "" {
+			at := t.pos
+			at.Message = msg
+			diags = append(diags, at)
+		}
+	}
+	if len(diags) > 0 {
+		return &Error{Diagnostics: diags}
+	}
+	return nil
+}
+
+// ledgerPluginProblem says what is wrong with entity type name's ledger
+// plugin, or "": a plugin of another kind serves no entity type, and a
+// ledger plugin refuses entities of types it does not declare, so every
+// command on them would fail.
+func ledgerPluginProblem(name string, t *EntityType, kind func(string) string, types func(string) ([]string, bool)) string {
+	what := "entities." + name
+	if kind != nil {
+		if k := kind(t.Ledger); k != "" && k != "ledger" {
+			return fmt.Sprintf("%s.ledger: plugin %q is a %s plugin, not a ledger", what, t.Ledger, k)
+		}
+	}
+	if types != nil {
+		if ts, known := types(t.Ledger); known && !contains(ts, name) {
+			return fmt.Sprintf("%s.ledger: ledger %q serves entity types %s, not %q (a type without a ledger plugin of its own takes ledger: builtin)",
+				what, t.Ledger, strings.Join(ts, ", "), name)
+		}
+	}
+	return ""
 }
 
 // unchanged reports whether t declares the same ledger and fields as old
