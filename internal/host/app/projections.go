@@ -40,10 +40,16 @@ func (a *App) newProjector(_ context.Context) (*projector.Service, error) {
 		state = projection.NewMemoryState().WithPrefix(projectionStatePrefix)
 	}
 	return projector.New(projector.Options{
-		Store:          a.Store,
-		State:          state,
-		Marker:         marker,
-		EntityTypes:    func() []string { return a.Platform.Domain().EntityTypeNames() },
+		Store:       a.Store,
+		State:       state,
+		Marker:      marker,
+		EntityTypes: func() []string { return a.Platform.Domain().EntityTypeNames() },
+		FactTypes: func(entityType string) []string {
+			if t := a.Platform.Domain().Entities[entityType]; t != nil {
+				return t.Facts
+			}
+			return nil
+		},
 		Logger:         a.cfg.Logger,
 		TracerProvider: a.cfg.TracerProvider,
 		Metrics:        a.Stream,

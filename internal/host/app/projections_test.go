@@ -222,6 +222,15 @@ func TestProjectionsEndToEnd(t *testing.T) {
 				}
 			}
 
+			// A fact type the source does not declare would count nothing.
+			undeclared := map[string]any{"source": "contact", "factTypes": []string{"call", "won"}, "timeWindow": "hour", "materialize": true, "storageVersion": 2,
+				"aggregations": []map[string]any{{"field": "count", "function": "count"}}}
+			code, body = l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "wins", "settings": undeclared})
+			if code != 400 || !reflect.DeepEqual(fieldsOf(body), []string{"settings.factTypes[1]"}) ||
+				!strings.Contains(fmt.Sprint(body["errors"]), `entity type contact declares no fact type "won"`) {
+				t.Errorf("a fact type the source does not declare: %d %v", code, body)
+			}
+
 			// A new version that aggregates differently backfills under new
 			// state and then answers with its own version.
 			settings["groupBy"] = []string{}

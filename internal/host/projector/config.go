@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,6 +52,17 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 		if !contains(known, source) {
 			errs = append(errs, problem.FieldError{Field: "settings.source", Code: problem.CodeEnum,
 				Message: fmt.Sprintf("source %q is not a declared entity type (declared: %s)", source, strings.Join(known, ", "))})
+		} else if s.opts.FactTypes != nil {
+			// A fact type the source does not declare is never recorded on
+			// it: the projection would count nothing, silently.
+			declared := s.opts.FactTypes(source)
+			types, _ := in.Settings["factTypes"].([]any)
+			for i, v := range types {
+				if t, ok := v.(string); ok && t != "" && !slices.Contains(declared, t) {
+					errs = append(errs, problem.FieldError{Field: fmt.Sprintf("settings.factTypes[%d]", i), Code: problem.CodeEnum,
+						Message: fmt.Sprintf("entity type %s declares no fact type %q (declared: %s)", source, t, strings.Join(declared, ", "))})
+				}
+			}
 		}
 	}
 	if in.Name != "" && id.HasPrefix(in.Name, id.Config) {

@@ -47,6 +47,11 @@ func TestParseFilters(t *testing.T) {
 			projection.QueryOptions{}, []string{"filters.aggregate", "filters.from", "filters.groups.data.n", "filters.groups.data.x", "filters.limit", "filters.mode", "filters.to"}},
 		{"from after to", `{"from": 1705276860000, "to": 1705276800000}`, projection.QueryOptions{}, []string{"filters.from"}},
 		{"fractional ms", `{"from": 1.5}`, projection.QueryOptions{}, []string{"filters.from"}},
+		{"from the epoch", `{"from": 0}`, projection.QueryOptions{Mode: projection.ModeMaterialized}, nil},
+		{"to the epoch", `{"to": "1970-01-01"}`, projection.QueryOptions{}, []string{"filters.to"}},
+		{"before the epoch", `{"from": -1, "to": "1969-12-31"}`, projection.QueryOptions{}, []string{"filters.from", "filters.to"}},
+		{"sub-millisecond text", `{"from": "2024-01-15T00:00:00.0005Z", "to": "2024-01-15T00:00:00.0015Z"}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15 + 1, To: jan15 + 1}, nil},
 		{"groups not an object", `{"groups": ["a"]}`, projection.QueryOptions{}, []string{"filters.groups"}},
 	}
 	for _, tt := range tests {

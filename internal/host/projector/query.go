@@ -180,12 +180,17 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 		v := filters[k]
 		switch k {
 		case "from", "to":
-			ms, msg := parseTime(v)
-			if msg != "" {
+			ms, msg := parseTime(v, k == "from")
+			switch {
+			case msg != "":
 				bad(k, problem.CodeType, "%s", msg)
-			} else if k == "from" {
-				q.From = ms
-			} else {
+			case k == "from":
+				q.From = ms // 0, the epoch, leaves the start open: no fact is older
+			case ms == 0:
+				// The engine reads 0 as an open end, the opposite of what
+				// a range ending at the epoch asks for.
+				bad(k, problem.CodeRange, "to must be after the epoch; leave it out for an open end")
+			default:
 				q.To = ms
 			}
 		case "aggregate":
@@ -236,25 +241,34 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02T15", "2006-01-02", "2006-01"}
 
 // parseTime reads a time filter: milliseconds since the epoch, or text.
-// It returns an error message when v is neither.
-func parseTime(v any) (int64, string) {
+// It returns an error message when v is neither. Text finer than a
+// millisecond is rounded up for the start of a range (ceil) and down for
+// its end, so the range never takes in a bucket that starts outside it.
+func parseTime(v any, start bool) (int64, string) {
 	const msg = "must be milliseconds since the epoch or an RFC 3339 / bucket-key time such as 2024-01-15T10:30"
 	switch x := v.(type) {
 	case json.Number:
 		ms, err := strconv.ParseInt(x.String(), 10, 64)
-		if err != nil || ms <= 0 {
+		if err != nil || ms < 0 {
 			return 0, msg
 		}
 		return ms, ""
 	case float64:
-		if x <= 0 || x != float64(int64(x)) {
+		if x < 0 || x != float64(int64(x)) {
 			return 0, msg
 		}
 		return int64(x), ""
 	case string:
 		for _, layout := range timeLayouts {
 			if t, err := time.ParseInLocation(layout, x, time.UTC); err == nil {
-				return t.UnixMilli(), ""
+				ms := t.UnixMilli()
+				if ms < 0 {
+					return 0, msg
+				}
+				if start && t.Nanosecond()%int(time.Millisecond) != 0 {
+					ms++
+				}
+				return ms, ""
 			}
 		}
 	}

@@ -36,6 +36,10 @@ type Options struct {
 	// EntityTypes lists the declared entity types, sorted; a projection's
 	// source must be one of them. Nil accepts any source.
 	EntityTypes func() []string
+	// FactTypes lists the fact types an entity type declares; each of a
+	// projection's factTypes must be one its source declares. Nil accepts
+	// any.
+	FactTypes func(entityType string) []string
 	// SyncInterval is how often the active projection configs are re-read
 	// (default 1 s). Queries also look a config up on a miss, so a new
 	// projection answers at once.
