@@ -499,6 +499,34 @@ func TestHotReload(t *testing.T) {
 	}
 }
 
+// TestSIGHUPWithoutManifestFiles: serve with neither --manifest nor
+// --domain reloads on SIGHUP (the stored layers); the signal ended the
+// process, as no handler was installed.
+func TestSIGHUPWithoutManifestFiles(t *testing.T) {
+	s := startProcess(t, []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache})
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	var gone bool
+	var exit error
+	testutil.Eventually(t, 30*time.Second, "SIGHUP to reload the manifests or end the process", func() bool {
+		select {
+		case exit = <-s.exited:
+			gone = true
+			return true
+		default:
+		}
+		return strings.Contains(s.stderr.String(), "manifests reloaded")
+	})
+	if gone {
+		t.Fatalf("serve exited on SIGHUP: %v\n%s", exit, s.stderr)
+	}
+	if code, body := s.do(t, "GET", "/health", "", ""); code != 200 {
+		t.Fatalf("health after SIGHUP: %d %v", code, body)
+	}
+	s.stop(t)
+}
+
 func TestOpenAPICommand(t *testing.T) {
 	t.Parallel()
 	man, _ := filepath.Abs("../../manifests/gateway.yaml")

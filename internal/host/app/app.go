@@ -18,11 +18,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -497,6 +499,12 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		}
 		defer m.close()
 	}
+	// SIGHUP reloads the manifests, with or without manifest files (the
+	// stored layers are re-read too). Registered before the server says it
+	// listens: a SIGHUP with no handler ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -527,9 +535,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		a.cfg.Logger.Warn("sample stream lag", "err", err)
 	})
 	go a.pollDomainLayers(bg, domainPoll)
-	if a.cfg.Manifest != "" || len(a.cfg.Domains) > 0 {
-		go a.watchManifest(bg)
-	}
+	go a.watchManifest(bg, hup)
 
 	served := make(chan error, 1)
 	go func() { served <- a.Server.Serve(ln) }()

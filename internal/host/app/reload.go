@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/factline/factline/internal/host/manifest"
@@ -296,12 +294,9 @@ func (a *App) pluginKind(name string) string {
 	return ""
 }
 
-// watchManifest reloads on SIGHUP and, with Watch, when the file's content
+// watchManifest reloads on each signal from hup (SIGHUP) and, with Watch, when the file's content
 // changes (polled once a second: portable, and a manifest is small).
-func (a *App) watchManifest(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func (a *App) watchManifest(ctx context.Context, hup <-chan os.Signal) {
 	var tick <-chan time.Time
 	if a.cfg.Watch {
 		t := time.NewTicker(time.Second)
