@@ -190,8 +190,14 @@ type App struct {
 	// served is the model being served, for the checks of new plugin
 	// versions (checkPluginFits), which run on the plugins' goroutines.
 	served atomic.Pointer[servedModel]
-	// layersHash identifies the stored domain manifests being served.
+	// layersHash identifies the stored domain manifests being served, or
+	// last refused.
 	layersHash string
+	// refusedWith, while the stored manifests are refused, identifies the
+	// plugin versions loaded when they were: a set that needs a plugin
+	// version this process had not loaded yet is tried again once the
+	// loaded versions change.
+	refusedWith string
 	// files are the --domain and --manifest files being served, as read
 	// when last accepted; reloadMu guards them.
 	files manifestFiles

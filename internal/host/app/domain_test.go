@@ -1,6 +1,8 @@
 package app_test
 
 import (
+	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -470,5 +472,40 @@ func TestLayerAddsAFactTypeToAGenericType(t *testing.T) {
 	code, body = l.call("GET", "/api/contacts/c-1/summary", l.key, nil)
 	if code != 200 || fmt.Sprint(dataOf(body)["counts"]) != "map[claim_filed:1]" {
 		t.Fatalf("summary through the layer's route: %d %v", code, body)
+	}
+}
+
+// TestStoredManifestWaitingForItsPluginIsApplied: a stored domain
+// manifest read before the plugin it needs is loaded here is refused,
+// and applied once the plugin is; it was not tried again until the stored
+// set changed, and the process served its old model for good.
+func TestStoredManifestWaitingForItsPluginIsApplied(t *testing.T) {
+	t.Parallel()
+	logs := &testutil.Logs{}
+	l := startLive(t, "sqlite", t.TempDir(), func(c *app.Config) { c.Logger = logs.Logger() })
+	// What another process stores: its manifest reaches this one first.
+	layer := &store.DomainLayer{Name: "loyalty", Source: []byte(loyaltyDomain), UpdatedAt: time.Now().UnixMilli()}
+	layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
+	if err := l.a.Store.PutDomainLayer(context.Background(), layer, store.LayersDigest(nil)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the stored manifest to be refused", func() bool {
+		return logs.Contains(`no built-in ledger or installed plugin is named \"points\"`)
+	})
+	member := map[string]any{"type": "member", "id": "m1"}
+	if code, body := l.call("POST", "/v1/entities", l.key, member); code != 400 {
+		t.Fatalf("create member before its manifest applies: %d %v", code, body)
+	}
+	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, fixture(t, "points")); code != 201 {
+		t.Fatalf("install points: %d %v", code, body)
+	}
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		if code, body := l.call("POST", "/v1/entities", l.key, member); code != 201 {
+			return fmt.Errorf("create member once its plugin is loaded: %d %v", code, body)
+		}
+		return nil
+	})
+	if code, body := l.call("POST", "/api/members/m1/earn", l.key, map[string]any{"points": 2}); code != 201 {
+		t.Fatalf("the stored manifest's route: %d %v", code, body)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/factline/factline/internal/host/manifest"
@@ -192,6 +193,7 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 	}
 	a.served.Store(&servedModel{domain: next, routes: routes})
 	a.layersHash = store.LayersDigest(stored)
+	a.refusedWith = ""
 	a.Subscriptions.Set(next.Subscriptions)
 	return nil
 }
@@ -218,17 +220,31 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 			}
 			continue
 		}
-		if h := store.LayersDigest(stored); h != a.layersHash {
+		h, plugins := store.LayersDigest(stored), a.loadedPlugins()
+		if h != a.layersHash || (a.refusedWith != "" && plugins != a.refusedWith) {
 			if err := a.applyLocked(ctx, stored); err != nil {
 				a.cfg.Logger.Error("stored domain manifests refused; the previous model keeps serving", "problems", err.Error())
-				// Not retried until the stored set changes again.
-				a.layersHash = h
+				// Tried again when the stored set or the loaded plugin
+				// versions change: a manifest installed after its plugin
+				// can be read here before the plugin is loaded.
+				a.layersHash, a.refusedWith = h, plugins
 			} else {
 				a.cfg.Logger.Info("stored domain manifests applied", "count", len(stored), "entity_types", len(a.Platform.Domain().Entities))
 			}
 		}
 		a.reloadMu.Unlock()
 	}
+}
+
+// loadedPlugins identifies the plugin versions loaded here and those
+// still loading.
+func (a *App) loadedPlugins() string {
+	var b strings.Builder
+	for _, p := range a.Plugins.List() {
+		fmt.Fprintf(&b, "%s@%s ", p.Name, p.SHA256)
+	}
+	fmt.Fprintf(&b, "pending %s", strings.Join(a.Plugins.PendingNames(), " "))
+	return b.String()
 }
 
 // ledgerInstalled reports whether a ledger name is built in, or a plugin
