@@ -124,8 +124,10 @@ func (r *Registry) Install(ctx context.Context, wasm []byte, check func(context.
 
 // Rollback makes the previous version of name current again (reloading
 // its bytes, through the compilation cache) and keeps the version it
-// replaces as the new previous one.
-func (r *Registry) Rollback(ctx context.Context, name string) (*Plugin, error) {
+// replaces as the new previous one. check, when not nil, is run on the
+// reloaded version first; refused, it is a *LoadError and the current
+// version keeps serving.
+func (r *Registry) Rollback(ctx context.Context, name string, check func(context.Context, *Plugin) error) (*Plugin, error) {
 	e, ok := (*r.entries.Load())[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: plugin %q is not installed", ErrNoPrevious, name)
@@ -142,6 +144,12 @@ func (r *Registry) Rollback(ctx context.Context, name string) (*Plugin, error) {
 	if p.desc.Name != name {
 		r.closeInBackground(p)
 		return nil, fmt.Errorf("wasm: previous version of %s now describes itself as %s", name, p.desc.Name)
+	}
+	if check != nil {
+		if err := check(ctx, p); err != nil {
+			r.closeInBackground(p)
+			return nil, &LoadError{Reasons: checkReasons(err)}
+		}
 	}
 	r.swap(e, p, e.prevWasm)
 	return p, nil

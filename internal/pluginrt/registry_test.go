@@ -184,11 +184,11 @@ func TestRollback(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t, Options{PoolSize: 1})
 	ctx := t.Context()
-	if _, err := r.Rollback(ctx, "ledger"); !errors.Is(err, ErrNoPrevious) {
+	if _, err := r.Rollback(ctx, "ledger", nil); !errors.Is(err, ErrNoPrevious) {
 		t.Errorf("rollback of nothing: %v", err)
 	}
 	install(t, r, "ledger")
-	if _, err := r.Rollback(ctx, "ledger"); !errors.Is(err, ErrNoPrevious) {
+	if _, err := r.Rollback(ctx, "ledger", nil); !errors.Is(err, ErrNoPrevious) {
 		t.Errorf("rollback of a first version: %v", err)
 	}
 	install(t, r, "ledger2")
@@ -205,7 +205,7 @@ func TestRollback(t *testing.T) {
 	}
 	var notified []string
 	r.OnChange(func(name string, p *Plugin) { notified = append(notified, p.Description().Version) })
-	p, err := r.Rollback(ctx, "ledger")
+	p, err := r.Rollback(ctx, "ledger", nil)
 	if err != nil || p.Description().Version != "1.0.0" || version() != "1.0.0" {
 		t.Fatalf("rollback = %v, %v", p, err)
 	}
@@ -213,7 +213,7 @@ func TestRollback(t *testing.T) {
 		t.Errorf("previous after rollback = %s", *l[0].Previous)
 	}
 	// Rolling back again returns to 2.0.0.
-	if _, err := r.Rollback(ctx, "ledger"); err != nil || version() != "2.0.0" {
+	if _, err := r.Rollback(ctx, "ledger", nil); err != nil || version() != "2.0.0" {
 		t.Fatalf("second rollback: %v", err)
 	}
 	if strings.Join(notified, ",") != "1.0.0,2.0.0" {

@@ -100,3 +100,36 @@ func TestSubscriptionPluginIsNoLedger(t *testing.T) {
 		t.Fatalf("a projection named like a config id: %d %v", code, body)
 	}
 }
+
+// TestRollbackThatBreaksTheModelIsRefused: a rollback is checked as an
+// install is. It was not: the version restored answered 503 for the
+// commands the model routes to it, and every other process, which checks
+// what it loads from the store, refused it and kept the newer version.
+func TestRollbackThatBreaksTheModelIsRefused(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	v2, err := conformance.Build(context.Background(), "testdata/points2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	precompile(t, v2)
+	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, v2); code != 201 {
+		t.Fatalf("install the version serving reward: %d %v", code, body)
+	}
+	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, fixture(t, "points")); code != 201 {
+		t.Fatalf("install the version serving member: %d %v", code, body)
+	}
+	if code, body := l.putDomain("loyalty", loyaltyDomain); code != 201 {
+		t.Fatalf("domain: %d %v", code, body)
+	}
+	code, body := l.call("POST", "/v1/admin/plugins/points/rollback", l.op, nil)
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "the domain model gives entity type member to ledger points, and this version serves only reward") {
+		t.Fatalf("a rollback to a version that does not serve the model: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "member", "id": "m1"}); code != 201 {
+		t.Fatalf("create member: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/api/members/m1/earn", l.key, map[string]any{"points": 2}); code != 201 {
+		t.Fatalf("the served version after the refused rollback: %d %v", code, body)
+	}
+}

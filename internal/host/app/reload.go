@@ -195,6 +195,8 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 	a.layersHash = store.LayersDigest(stored)
 	a.refusedWith = ""
 	a.Subscriptions.Set(next.Subscriptions)
+	// Plugin versions refused against the old model may fit this one.
+	a.Plugins.Recheck()
 	return nil
 }
 

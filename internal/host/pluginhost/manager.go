@@ -55,6 +55,41 @@ type Manager struct {
 	pending map[string]bool // names loading at start-up
 	loaded  chan struct{}   // closed when start-up loading is done
 	loadCut atomic.Bool     // a stop cut the start-up loading short
+
+	// refused holds the active versions from the store that the check
+	// refused, by name, with the model generation they were refused
+	// under: tried again only once the model changes (Recheck), not on
+	// every poll.
+	rmu      sync.Mutex
+	refused  map[string]refusal
+	modelGen atomic.Uint64
+}
+
+type refusal struct {
+	sha string
+	gen uint64
+}
+
+// Recheck says the model the check holds plugins against has changed:
+// active versions refused under the old one are tried again.
+func (m *Manager) Recheck() { m.modelGen.Add(1) }
+
+// wasRefused reports whether the active version sha of name was refused
+// under the current model.
+func (m *Manager) wasRefused(name, sha string) bool {
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	r, ok := m.refused[name]
+	return ok && r.sha == sha && r.gen == m.modelGen.Load()
+}
+
+func (m *Manager) refuse(name, sha string, gen uint64) {
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	if m.refused == nil {
+		m.refused = map[string]refusal{}
+	}
+	m.refused[name] = refusal{sha: sha, gen: gen}
 }
 
 // NewManager returns a manager; call Start to load plugins.
@@ -286,6 +321,10 @@ func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error 
 		if p, ok := m.opts.Registry.Get(a.Name); ok && p.SHA256() == a.SHA256 {
 			continue
 		}
+		if m.wasRefused(a.Name, a.SHA256) {
+			continue
+		}
+		gen := m.modelGen.Load()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -303,7 +342,11 @@ func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error 
 			p, err := m.opts.Registry.Install(ctx, module, m.checkFor(a.Name))
 			if err != nil {
 				if ctx.Err() == nil {
-					m.log.Error("active plugin version refused", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+					m.log.Error("active plugin version refused; tried again when the domain model changes", "plugin", a.Name, "sha256", a.SHA256, "err", err)
+					var le *wasm.LoadError
+					if errors.As(err, &le) {
+						m.refuse(a.Name, a.SHA256, gen)
+					}
 				}
 				return
 			}
@@ -419,11 +462,14 @@ func (m *Manager) Install(ctx context.Context, name string, module []byte) (*was
 }
 
 // Rollback makes the previous version of a plugin current again, here and,
-// through the store, in every process.
+// through the store, in every process. The version is checked as an
+// install is: every process checks the versions it loads from the store,
+// so one that no longer fits the model would serve only where it was
+// rolled back.
 func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, err := m.opts.Registry.Rollback(ctx, name)
+	p, err := m.opts.Registry.Rollback(ctx, name, m.checkFor(name))
 	if errors.Is(err, wasm.ErrNoPrevious) {
 		// This process loaded the current version at its start, after the
 		// install: the store still knows the version before it.
@@ -439,8 +485,8 @@ func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, erro
 }
 
 // rollbackFromStore loads the version the store records as active
-// before the current one; noPrevious is returned when there is none.
-// Like a rollback, it is not checked: it restores what served before.
+// before the current one, checked as Rollback checks it; noPrevious is
+// returned when there is none.
 func (m *Manager) rollbackFromStore(ctx context.Context, name string, noPrevious error) (*wasm.Plugin, error) {
 	active, err := m.opts.Store.ActivePlugins(ctx)
 	if err != nil {
@@ -455,11 +501,12 @@ func (m *Manager) rollbackFromStore(ctx context.Context, name string, noPrevious
 		if err != nil {
 			return nil, fmt.Errorf("plugins: read the previous version of %s: %w", name, err)
 		}
-		return m.opts.Registry.Install(ctx, bin.Wasm, func(_ context.Context, p *wasm.Plugin) error {
+		check := m.checkFor(name)
+		return m.opts.Registry.Install(ctx, bin.Wasm, func(ctx context.Context, p *wasm.Plugin) error {
 			if p.Description().Name != name {
 				return fmt.Errorf("the previous version describes itself as %q, not %q", p.Description().Name, name)
 			}
-			return nil
+			return check(ctx, p)
 		})
 	}
 	return nil, noPrevious

@@ -17,6 +17,7 @@ import (
 	"github.com/factline/factline/internal/host/wasm"
 	"github.com/factline/factline/internal/host/wasm/wasmtest"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
 	"github.com/factline/factline/internal/testutil/wait"
 )
 
@@ -348,5 +349,48 @@ func TestRollbackAfterARestart(t *testing.T) {
 	// Rolling back again returns to the version rolled back from.
 	if p, err := restarted.Rollback(ctx, "ledger"); err != nil || p.SHA256() != sha256Hex(mods[1]) {
 		t.Fatalf("second rollback: %v", err)
+	}
+}
+
+// pollCounter counts the reads of the active versions: one per poll.
+type pollCounter struct {
+	store.Store
+	polls atomic.Int32
+}
+
+func (p *pollCounter) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error) {
+	p.polls.Add(1)
+	return p.Store.ActivePlugins(ctx)
+}
+
+// TestRefusedActiveVersionWaitsForAModelChange: an active version from
+// the store that the check refuses is not loaded and checked again on
+// every poll (it was, compiling it every 2 s for ever), only once the
+// model changes (Recheck).
+func TestRefusedActiveVersionWaitsForAModelChange(t *testing.T) {
+	mods, cacheDir := guests(t, "ledger")
+	st := &pollCounter{Store: teststore.Open(t, "sqlite")}
+	if _, err := newManager(t, st, cacheDir, "", nil).Install(t.Context(), "ledger", mods[0]); err != nil {
+		t.Fatal(err)
+	}
+	var checks atomic.Int32
+	m := newManagerOpts(t, st, cacheDir, pluginhost.Options{Poll: 10 * time.Millisecond, Check: func(context.Context, *wasm.Plugin) error {
+		checks.Add(1)
+		return errors.New("does not fit the model")
+	}})
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	testutil.Eventually(t, 2*time.Minute, "the active version to be checked", func() bool { return checks.Load() >= 1 })
+	polled := st.polls.Load()
+	testutil.Eventually(t, time.Minute, "five more polls", func() bool { return st.polls.Load() >= polled+5 })
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("the refused version was checked %d times over the polls, want once", n)
+	}
+	m.Recheck()
+	testutil.Eventually(t, time.Minute, "the refused version to be checked again after a model change", func() bool { return checks.Load() == 2 })
+	if _, ok := m.Registry().Get("ledger"); ok {
+		t.Fatal("a refused version was loaded")
 	}
 }
