@@ -182,10 +182,12 @@ func (c *Console) auth(write bool, h handler) fiber.Handler {
 		s, err := c.load(ctx, fc.Cookies(CookieName))
 		if errors.Is(err, errNoSession) {
 			c.clearCookie(fc)
-			if write {
-				return problem.New(problem.Unauthorized, "Sign in to the console first")
+			// A browser reading a page is sent to the sign-in page; any
+			// other client gets the refusal as problem+json.
+			if !write && strings.Contains(fc.Get(fiber.HeaderAccept), "text/html") {
+				return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
 			}
-			return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
+			return problem.New(problem.Unauthorized, "Sign in to the console first")
 		}
 		if err != nil {
 			return problem.Wrap(problem.Unavailable, "The console cannot check its session right now", err)

@@ -73,6 +73,22 @@ func do(t *testing.T, a *app.App, method, path, cookie string, form url.Values) 
 	return resp
 }
 
+// browse is a browser's GET of a console page: it accepts text/html.
+func browse(t *testing.T, a *app.App, path, cookie string) *http.Response {
+	t.Helper()
+	r := httptest.NewRequest("GET", path, nil)
+	r.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	if cookie != "" {
+		r.Header.Set("Cookie", console.CookieName+"="+cookie)
+	}
+	resp, err := a.Server.App().Test(r, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 // reveal follows a write that made a secret: the answer redirects to the
 // reveal page with the secret sealed in a cookie, and the page shows it.
 // It returns the page's answer.
@@ -250,6 +266,18 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 			}
 		})
 	}
+	// A page read without a session: a browser is sent to sign in, any
+	// other client gets the 401 as problem+json.
+	for _, path := range []string{"/console/", "/console/webhooks", "/console/plugins"} {
+		resp := send("GET", path, "", browser, nil)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+			t.Errorf("browser, %s without a session: %d to %q, want 303 to sign in", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		resp = send("GET", path, "", "application/json", nil)
+		if b := read(t, resp); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") || !strings.Contains(b, "Sign in to the console first") {
+			t.Errorf("API client, %s without a session: %d %s %s, want a 401 problem", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+	}
 	// Outside the console a browser still gets problem+json.
 	resp := send("GET", "/v1/no-such-route", "", browser, nil)
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
@@ -268,7 +296,7 @@ func TestSignOutEndsSession(t *testing.T) {
 	if c := sessionCookie(t, resp); c.Value != "" {
 		t.Errorf("sign out left the cookie %q", c.Value)
 	}
-	if resp := do(t, a, "GET", "/console/webhooks", cookie, nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+	if resp := browse(t, a, "/console/webhooks", cookie); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
 		t.Fatalf("the old cookie after sign out: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
@@ -282,7 +310,7 @@ func TestRevokedKeyEndsSession(t *testing.T) {
 	if err := a.Store.RevokeAPIKey(context.Background(), keyID, time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	resp := do(t, a, "GET", "/console/webhooks", cookie, nil)
+	resp := browse(t, a, "/console/webhooks", cookie)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
 		t.Fatalf("a session of a revoked key: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
 	}

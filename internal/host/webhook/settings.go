@@ -365,7 +365,7 @@ func parsePayload(m map[string]any, p *PayloadSettings, errs *settingsErrors) {
 		case !isList:
 			errs.add("payload.include_fields", problem.CodeType, "payload.include_fields must be an array of field names")
 		case len(list) == 0:
-			errs.add("payload.include_fields", problem.CodeRequired, "payload.include_fields must name at least one field; omit it to send every fact field")
+			errs.add("payload.include_fields", problem.CodeRequired, "payload.include_fields must name at least one field; omit it to send the contract's fact fields (id, type, subtype, timestamp, data)")
 		default:
 			for i, x := range list {
 				f := fmt.Sprintf("payload.include_fields[%d]", i)
