@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
-	"github.com/factline/factline/internal/host/auth"
 	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/ratelimit"
@@ -68,14 +67,9 @@ func (s *Server) dispatch(c *fiber.Ctx) error {
 	}
 	c.Locals(localRoutePattern, r.Path)
 	if r.Auth != manifest.AuthPublic {
-		p, err := s.auth.Authenticate(ctx(c), c.Get(HeaderAPIKey))
-		if err != nil {
-			if errors.Is(err, auth.ErrInvalidKey) {
-				return problem.New(problem.Unauthorized, "Invalid or missing API key")
-			}
-			return problem.Wrap(problem.Unavailable, "Authentication is temporarily unavailable", err)
+		if err := s.authenticate(c); err != nil {
+			return err
 		}
-		c.Locals(localPrincipal, p)
 	}
 	if r.RateLimit != nil {
 		if err := s.limit(c, r.Route); err != nil {

@@ -299,9 +299,15 @@ func (s *Server) requireKey(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// authenticate checks the request's key and notes its principal.
+// authenticate checks the request's X-API-Key and notes its principal.
+// A request carrying the header more than once is refused like a bad key:
+// which of the keys (possibly of different tenants) it meant cannot be
+// told.
 func (s *Server) authenticate(c *fiber.Ctx) error {
 	key := c.Get(HeaderAPIKey)
+	if len(c.Request().Header.PeekAll(HeaderAPIKey)) > 1 {
+		key = ""
+	}
 	p, err := s.auth.Authenticate(c.UserContext(), key)
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidKey) {

@@ -33,6 +33,31 @@ func TestUnauthorized(t *testing.T) {
 	})
 }
 
+// TestTwoKeysAreRefused: a request with X-API-Key twice, valid keys of
+// two tenants, is refused like a bad key; it was served as the first
+// key's tenant.
+func TestTwoKeysAreRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		a, b := h.newKey("tenant-a", "live"), h.newKey("tenant-b", "live")
+		for _, keys := range [][]string{{a, b}, {a, a}} {
+			r := httptest.NewRequest(http.MethodGet, "/v1/configs?limit=1", nil)
+			for _, k := range keys {
+				r.Header.Add("X-API-Key", k)
+			}
+			resp, err := h.srv.App().Test(r, 10_000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 401 || !strings.Contains(string(body), "Invalid or missing API key") {
+				t.Fatalf("two X-API-Key headers: %d %s", resp.StatusCode, body)
+			}
+		}
+		h.req("GET", "/v1/configs?limit=1", a, nil).wantStatus(t, 200)
+	})
+}
+
 func TestRevokedKey(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		key := h.newKey("tenant-a", "live")
