@@ -509,3 +509,52 @@ func TestStoredManifestWaitingForItsPluginIsApplied(t *testing.T) {
 		t.Fatalf("the stored manifest's route: %d %v", code, body)
 	}
 }
+
+// TestRemovedTypeStoredMeanwhileIsRestored: an entity of a type being
+// removed, stored after the removal was checked (by a process still on the
+// old model), makes the removal put the manifest back and answer 409; it
+// answered 200 and left entities of an undeclared type, with the
+// processes split between the two models for good.
+func TestRemovedTypeStoredMeanwhileIsRestored(t *testing.T) {
+	t.Parallel()
+	logs := &testutil.Logs{}
+	l := startLive(t, "postgres", testutil.Postgres(t), func(c *app.Config) { c.Logger = logs.Logger() })
+	if code, body := l.putDomain("claims", claimsLayer); code != 201 {
+		t.Fatalf("domain: %d %v", code, body)
+	}
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, body := l.call("DELETE", "/v1/admin/domain/claims", l.op, nil)
+		done <- answer{code, body}
+	}()
+	// The removal is stored and applied here; another process, still on
+	// the old model, stores a claim.
+	testutil.Eventually(t, 30*time.Second, "the removal to be applied", func() bool {
+		return l.a.Platform.Domain().Entities["claim"] == nil
+	})
+	now := time.Now().UnixMilli()
+	if err := l.a.Store.CreateEntity(context.Background(), &store.Entity{TenantID: "t1", ID: "c1", Type: "claim", Version: 1,
+		Data: json.RawMessage(`{"status":"open"}`), CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	var got answer
+	select {
+	case got = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the removal did not answer within a minute")
+	}
+	if got.code != 409 || !strings.Contains(fmt.Sprint(got.body["detail"]), "claim (1 entities)") {
+		t.Fatalf("a removal that lost the race: %d %v\n%s", got.code, got.body, logs)
+	}
+	if _, ok := l.a.Platform.Domain().Entities["claim"]; !ok {
+		t.Fatal("the removed type is not declared again")
+	}
+	layers, err := l.a.Store.ListDomainLayers(context.Background())
+	if err != nil || len(layers) != 1 || layers[0].Name != "claims" {
+		t.Fatalf("stored manifests after the restore: %v %v", layers, err)
+	}
+}

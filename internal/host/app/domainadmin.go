@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -150,43 +151,140 @@ func (a *App) domainRoutes() []gateway.Route {
 // poll). A change another process stored in between makes it start over
 // from the new manifests, so two changes made at once are each checked
 // against the other; after a few such rounds it answers 409.
+//
+// A change that removes entity types is then held against the data once
+// more, after every process has had time to apply it (settleWait): until
+// it had, a process still serving the old model could store entities of
+// a removed type. If any did, the manifest's previous version is put
+// back and the change answers 409.
 func (a *App) changeLayers(c *fiber.Ctx, name string, edit func([]store.DomainLayer) ([]store.DomainLayer, error), write func(expect string) error) error {
+	removed, prev, err := a.changeLayersLocked(c, name, edit, write)
+	if err != nil || len(removed) == 0 {
+		return err
+	}
+	ctx := gateway.Context(c)
+	select {
+	case <-time.After(a.settleWait()):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var used []string
+	for _, t := range removed {
+		u, err := a.Store.EntityTypeUsage(ctx, t)
+		if err != nil {
+			return fmt.Errorf("check the removed entity types of domain manifest %s: %w", name, err)
+		}
+		if u.Entities > 0 {
+			used = append(used, fmt.Sprintf("%s (%d entities)", t, u.Entities))
+		}
+	}
+	if len(used) == 0 {
+		return nil
+	}
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	if err := a.restoreLocked(ctx, prev); err != nil {
+		return err
+	}
+	return problem.Newf(problem.Conflict, "Domain manifest %s was restored: while the change reached every process, entities of types it removes were stored (%s); remove them first, or stop writing them, and try again",
+		name, strings.Join(used, ", "))
+}
+
+// restoreLocked puts the version prev of a manifest back in the store and
+// applies the result here; reloadMu is held.
+func (a *App) restoreLocked(ctx context.Context, prev *store.DomainLayer) error {
+	stored, err := a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.Store.PutDomainLayer(ctx, prev, store.LayersDigest(stored)); err != nil {
+		return fmt.Errorf("restore domain manifest %s: %w", prev.Name, err)
+	}
+	restored, err := a.Store.ListDomainLayers(ctx)
+	if err == nil {
+		err = a.applyLocked(ctx, restored)
+	}
+	if err != nil {
+		a.cfg.Logger.Error("domain manifest restored in the store but not applied here; the next poll or SIGHUP applies it", "manifest", prev.Name, "err", err)
+	}
+	return nil
+}
+
+// settleWait is how long a change takes to reach every process: two
+// polls and a margin. With the embedded store only this process serves
+// the data, and a request still running on the old model ends within
+// moments.
+func (a *App) settleWait() time.Duration {
+	if a.cfg.DatabaseURL == "" {
+		return 200 * time.Millisecond
+	}
+	return 2*domainPoll + time.Second
+}
+
+// changeLayersLocked runs the change under reloadMu; it returns the entity
+// types the change removed and, when it removed any, the version of the
+// manifest it changed from.
+func (a *App) changeLayersLocked(c *fiber.Ctx, name string, edit func([]store.DomainLayer) ([]store.DomainLayer, error), write func(expect string) error) ([]string, *store.DomainLayer, error) {
 	ctx := gateway.Context(c)
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	const rounds = 5
-	var next []store.DomainLayer
+	var next, before []store.DomainLayer
 	for round := 1; ; round++ {
 		stored, err := a.Store.ListDomainLayers(ctx)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if next, err = edit(slices.Clone(stored)); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if _, _, err := a.checkLocked(ctx, next); err != nil {
-			return refusedDomain(name, err)
+			return nil, nil, refusedDomain(name, err)
 		}
 		err = write(store.LayersDigest(stored))
 		if err == nil {
+			before = stored
 			break
 		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
+			return nil, nil, problem.Newf(problem.NotFound, "Domain manifest %s not found", name)
 		case errors.Is(err, store.ErrVersionConflict) && round < rounds:
 			continue
 		case errors.Is(err, store.ErrVersionConflict):
-			return problem.Newf(problem.Conflict, "Domain manifest %s was not changed: the domain manifests kept changing while it was checked; try again", name)
+			return nil, nil, problem.Newf(problem.Conflict, "Domain manifest %s was not changed: the domain manifests kept changing while it was checked; try again", name)
 		}
-		return err
+		return nil, nil, err
 	}
+	cur := a.Platform.Domain()
+	i := slices.IndexFunc(before, func(l store.DomainLayer) bool { return l.Name == name })
 	if err := a.applyLocked(ctx, next); err != nil {
-		// Stored but not applied here (the data changed in between): the
-		// poll retries nothing, so say it.
-		return fmt.Errorf("apply domain manifest %s: %w", name, err)
+		// Stored but not applied here: the data changed in between (a
+		// request on the old model stored an entity of a removed type).
+		// The previous version goes back, for every process.
+		var me *manifest.Error
+		if !errors.As(err, &me) || i < 0 {
+			return nil, nil, fmt.Errorf("apply domain manifest %s: %w", name, err)
+		}
+		if rerr := a.restoreLocked(ctx, &before[i]); rerr != nil {
+			return nil, nil, rerr
+		}
+		pe := problem.Wrap(problem.Conflict, fmt.Sprintf("Domain manifest %s was restored: the stored data changed while it was applied", name), err)
+		for _, d := range me.Diagnostics {
+			pe.Errors = append(pe.Errors, problem.FieldError{Field: "domain", Code: "refused", Message: d.String()})
+		}
+		return nil, nil, pe
 	}
-	return nil
+	var removed []string
+	for _, t := range cur.EntityTypeNames() {
+		if _, ok := a.Platform.Domain().Entities[t]; !ok {
+			removed = append(removed, t)
+		}
+	}
+	if len(removed) == 0 || i < 0 {
+		return nil, nil, nil
+	}
+	return removed, &before[i], nil
 }
 
 // refusedDomain turns manifest problems into a 422 listing each at its
