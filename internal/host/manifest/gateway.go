@@ -124,9 +124,18 @@ func (r *Route) ID() string { return r.Method + " " + r.Path }
 // type naming its ledger (which a gateway manifest's cannot), is a domain
 // manifest.
 func IsGateway(src []byte) bool {
-	var top map[string]yaml.Node
-	if yaml.Unmarshal(src, &top) != nil {
+	// Read as a node, not a map: a manifest with a duplicated key is still
+	// told apart (and its duplicate reported by the right parser).
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return false
+	}
+	top := map[string]*yaml.Node{}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if _, seen := top[m.Content[i].Value]; !seen {
+			top[m.Content[i].Value] = m.Content[i+1]
+		}
 	}
 	_, routes := top["routes"]
 	_, subs := top["subscriptions"]
@@ -134,6 +143,9 @@ func IsGateway(src []byte) bool {
 		return false
 	}
 	entities := top["entities"]
+	if entities == nil {
+		return true
+	}
 	for i := 1; i < len(entities.Content); i += 2 {
 		e := entities.Content[i]
 		for j := 0; e.Kind == yaml.MappingNode && j < len(e.Content); j += 2 {

@@ -125,6 +125,10 @@ func TestIsGateway(t *testing.T) {
 	if IsGateway([]byte("name: x\nentities:\n  claim: {ledger: builtin}\nroutes: []\n")) || IsGateway([]byte("name: x\nsubscriptions: []\nroutes: []\n")) {
 		t.Fatal("a domain manifest with routes taken for a gateway manifest")
 	}
+	// A duplicated key is the parser's to report, on the right kind.
+	if !IsGateway([]byte("name: g\nname: again\nroutes: []\n")) || IsGateway([]byte("name: d\nname: again\nentities:\n  claim: {ledger: builtin}\nroutes: []\n")) {
+		t.Fatal("a manifest with a duplicated key misclassified")
+	}
 }
 
 func FuzzParseGateway(f *testing.F) {
