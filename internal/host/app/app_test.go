@@ -84,6 +84,17 @@ func TestRedisDownFailOpen(t *testing.T) {
 	if code, _ := get(t, a, "/v1/accounts/nope", key); code != 404 {
 		t.Fatalf("fail-open route answered %d, want the action's 404", code)
 	}
+	// Nothing was counted: no allowance left is claimed.
+	req := httptest.NewRequest("GET", "/v1/accounts/nope", nil)
+	req.Header.Set("X-API-Key", key)
+	resp, err := a.Server.App().Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("RateLimit-Limit") == "" || resp.Header.Get("RateLimit-Remaining") != "" || resp.Header.Get("RateLimit-Reset") != "" {
+		t.Fatalf("rate limit headers while failing open: %v", resp.Header)
+	}
 	code, body := get(t, a, "/health", "")
 	data, _ := body["data"].(map[string]any)
 	checks, _ := data["checks"].(map[string]any)

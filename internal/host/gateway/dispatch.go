@@ -106,8 +106,12 @@ func (s *Server) limit(c *fiber.Ctx, r *manifest.Route) error {
 		return problem.Wrap(problem.Unavailable, "Rate limiting is temporarily unavailable", err)
 	}
 	c.Set("RateLimit-Limit", strconv.Itoa(d.Limit))
-	c.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
-	c.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(d.ResetAfter)))
+	if !d.Uncounted {
+		// Failing open, nothing was counted: claiming an allowance
+		// left would be made up.
+		c.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
+		c.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(d.ResetAfter)))
+	}
 	if !d.Allowed {
 		pe := problem.Newf(problem.RateLimitExceeded, "Rate limit exceeded: %d requests per minute", r.RateLimit.RPM)
 		pe.Headers = map[string]string{"Retry-After": strconv.Itoa(max(1, ceilSeconds(d.RetryAfter)))}

@@ -14,6 +14,9 @@ type Decision struct {
 	Remaining  int           // requests that would still pass right now (>= 0)
 	RetryAfter time.Duration // when !Allowed: time until the next request would pass (> 0)
 	ResetAfter time.Duration // time until the limiter is back to its full allowance
+	// Uncounted: the request passed without being counted (the backend
+	// failing open); Remaining and ResetAfter then claim nothing.
+	Uncounted bool
 }
 
 // Limiter counts requests against per-key limits.

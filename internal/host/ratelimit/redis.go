@@ -173,6 +173,7 @@ func (r *Redis) Allow(ctx context.Context, key string, rpm int) (Decision, error
 	}
 	r.warn(err)
 	d, _ = decide(0, 0, rpm)
+	d.Uncounted = true
 	return d, nil
 }
 
