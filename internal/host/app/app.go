@@ -198,6 +198,14 @@ type App struct {
 	// version this process had not loaded yet is tried again once the
 	// loaded versions change.
 	refusedWith string
+	// layersSeen is layersHash for readers without reloadMu (modelBehind);
+	// behind caches the stored manifests' digest modelBehind read.
+	layersSeen atomic.Pointer[string]
+	behind     struct {
+		sync.Mutex
+		at     time.Time
+		stored string
+	}
 	// files are the --domain and --manifest files being served, as read
 	// when last accepted; reloadMu guards them.
 	files manifestFiles
@@ -285,7 +293,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if domain, gw, err = a.buildModel(a.files, stored); err != nil {
 		return nil, fmt.Errorf("manifests:\n%w", err)
 	}
-	a.layersHash = store.LayersDigest(stored)
+	a.setLayersHash(store.LayersDigest(stored))
 	a.served.Store(&servedModel{domain: domain, routes: gw})
 	limiter, limiterParts, err := newLimiter(ctx, cfg)
 	if err != nil {
@@ -297,7 +305,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.Platform, err = platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledgers, Logger: cfg.Logger}); err != nil {
+	if a.Platform, err = platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledgers, Logger: cfg.Logger, ModelBehind: a.modelBehind}); err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.Platform.Close)

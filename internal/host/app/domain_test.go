@@ -558,3 +558,48 @@ func TestRemovedTypeStoredMeanwhileIsRestored(t *testing.T) {
 		t.Fatalf("stored manifests after the restore: %v %v", layers, err)
 	}
 }
+
+// TestTypeNotAppliedYetIsRetried: an entity type a stored manifest adds,
+// which this process has not applied yet (another process installed it
+// within the last poll), answers 503 with Retry-After, not a 400 saying
+// the type is unknown; once applied it is served.
+func TestTypeNotAppliedYetIsRetried(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	ctx := context.Background()
+	saw503 := false
+	var typ string
+	for i := 0; i < 5 && !saw503; i++ {
+		typ = fmt.Sprintf("gizmo%d", i)
+		stored, err := l.a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layer := &store.DomainLayer{Name: typ, Source: []byte("name: " + typ + "\nversion: \"1\"\nentities:\n  " + typ + ":\n    ledger: builtin\n    fields: {}\n    facts: [made]\n"), UpdatedAt: time.Now().UnixMilli()}
+		layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
+		if err := l.a.Store.PutDomainLayer(ctx, layer, store.LayersDigest(stored)); err != nil {
+			t.Fatal(err)
+		}
+		code, header, body := l.callHeader("POST", "/v1/entities", l.key, map[string]any{"type": typ, "id": "g1"})
+		switch {
+		case code == 503 && header.Get("Retry-After") != "":
+			saw503 = true
+		case code == 201:
+			// The poll applied it first; try with another type.
+		default:
+			t.Fatalf("a type stored but not applied yet: %d %v %v", code, header, body)
+		}
+	}
+	if !saw503 {
+		t.Fatal("never caught a type before the poll applied it")
+	}
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": typ, "id": "g1"}); code != 201 {
+			return fmt.Errorf("once applied: %d %v", code, body)
+		}
+		return nil
+	})
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "nothing", "id": "n1"}); code != 400 {
+		t.Fatalf("a type no manifest declares: %d %v", code, body)
+	}
+}

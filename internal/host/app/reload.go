@@ -192,7 +192,7 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 		routes = gw
 	}
 	a.served.Store(&servedModel{domain: next, routes: routes})
-	a.layersHash = store.LayersDigest(stored)
+	a.setLayersHash(store.LayersDigest(stored))
 	a.refusedWith = ""
 	a.Subscriptions.Set(next.Subscriptions)
 	// Plugin versions refused against the old model may fit this one.
@@ -229,13 +229,46 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 				// Tried again when the stored set or the loaded plugin
 				// versions change: a manifest installed after its plugin
 				// can be read here before the plugin is loaded.
-				a.layersHash, a.refusedWith = h, plugins
+				a.setLayersHash(h)
+				a.refusedWith = plugins
 			} else {
 				a.cfg.Logger.Info("stored domain manifests applied", "count", len(stored), "entity_types", len(a.Platform.Domain().Entities))
 			}
 		}
 		a.reloadMu.Unlock()
 	}
+}
+
+// setLayersHash records the stored manifests served, or last refused;
+// reloadMu is held.
+func (a *App) setLayersHash(h string) {
+	a.layersHash = h
+	a.layersSeen.Store(&h)
+}
+
+// modelBehind reports whether the stored domain manifests changed since
+// this process last read them: an entity type unknown here may then be
+// one it is about to serve. Asked only for unknown entity types; the
+// store is read at most twice a second while this process is not behind.
+func (a *App) modelBehind() bool {
+	a.behind.Lock()
+	defer a.behind.Unlock()
+	seen := a.layersSeen.Load()
+	if seen == nil {
+		return false
+	}
+	// A fresh read that matched is trusted; one that did not is read
+	// again, since this process may have applied the change since.
+	if time.Since(a.behind.at) >= 500*time.Millisecond || a.behind.stored != *seen {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		stored, err := a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			return false
+		}
+		a.behind.at, a.behind.stored = time.Now(), store.LayersDigest(stored)
+	}
+	return a.behind.stored != *seen
 }
 
 // loadedPlugins identifies the plugin versions loaded here and those

@@ -43,6 +43,10 @@ type Options struct {
 	EntityCache entitycache.Options
 	// NoEntityCache turns the read cache off.
 	NoEntityCache bool
+	// ModelBehind, when set, reports whether a change of the domain model
+	// is stored but not applied here yet; an unknown entity type is then a
+	// 503 to retry, not the client's 400. Called only for unknown types.
+	ModelBehind func() bool
 }
 
 // Service is the platform. It is safe for concurrent use.
@@ -55,6 +59,8 @@ type Service struct {
 	appender *appender
 	locks    *stripedLock
 	configs  map[string]ConfigCheck
+	// modelBehind is Options.ModelBehind.
+	modelBehind func() bool
 
 	// cache serves GetEntity when the store has an entity feed; nil
 	// otherwise. stopWatch ends its feed.
@@ -89,6 +95,8 @@ func New(opts Options) (*Service, error) {
 		log:     opts.Logger,
 		now:     opts.Now,
 		configs: map[string]ConfigCheck{},
+
+		modelBehind: opts.ModelBehind,
 	}
 	if err := s.SetDomain(opts.Domain); err != nil {
 		return nil, err
@@ -155,6 +163,11 @@ func (s *Service) nowMS() int64 { return s.now().UnixMilli() }
 func (s *Service) entityType(name string) (*manifest.EntityType, error) {
 	t, ok := s.domain.Load().Entities[name]
 	if !ok {
+		if s.modelBehind != nil && s.modelBehind() {
+			pe := problem.Newf(problem.Unavailable, "Unknown entity type: %s; the domain model is being updated on this process, retry in a few seconds", name)
+			pe.Headers = map[string]string{"Retry-After": "2"}
+			return nil, pe
+		}
 		return nil, problem.Newf(problem.BadRequest, "Unknown entity type: %s", name)
 	}
 	return t, nil
