@@ -32,13 +32,13 @@ func TestCommandsListedOncePerLoadedVersion(t *testing.T) {
 		t.Error("a second request listed the same version's commands again")
 	}
 	// One allocation is the per-request ledger value itself.
-	if n := testing.AllocsPerRun(100, func() { _ = commands() }); n > 1 {
+	if n := fewestAllocs(func() { _ = commands() }); n > 1 {
 		t.Errorf("listing a loaded version's commands allocates %.0f times per request, want at most 1", n)
 	}
 
 	// Every write asks whether the ledger's decisions read state; the
 	// answer must not copy the description either.
-	if n := testing.AllocsPerRun(100, func() {
+	if n := fewestAllocs(func() {
 		l, _ := ledgers.Ledger("ledger")
 		_ = l.StateDependent()
 	}); n > 1 {
@@ -49,4 +49,17 @@ func TestCommandsListedOncePerLoadedVersion(t *testing.T) {
 	if swapped := commands(); &swapped[0] == &first[0] {
 		t.Error("after version 2.0.0 was installed, the commands of the version before it were answered")
 	}
+}
+
+// fewestAllocs is the fewest allocations per run of fn over three
+// measurements. testing.AllocsPerRun counts every goroutine's
+// allocations, and the host may still be filling an instance pool in the
+// background right after an install; an allocation fn itself makes shows
+// in every measurement.
+func fewestAllocs(fn func()) float64 {
+	fewest := testing.AllocsPerRun(100, fn)
+	for range 2 {
+		fewest = min(fewest, testing.AllocsPerRun(100, fn))
+	}
+	return fewest
 }
