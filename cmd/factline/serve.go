@@ -113,6 +113,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// error) to stderr; they go through the JSON log instead.
 	redis.SetLogger(redisLog{logger})
 
+	// A SIGHUP before the server runs its reload handler (opening the
+	// store can take seconds) must not end the process, as a signal with
+	// no handler does; the manifests are read fresh at start anyway.
+	early := make(chan os.Signal, 1)
+	signal.Notify(early, syscall.SIGHUP)
+	defer signal.Stop(early)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.New(ctx, app.Config{

@@ -39,7 +39,13 @@ func (a *App) checkPlugin(ctx context.Context, p *wasm.Plugin) error {
 func (a *App) checkPluginFits(p *wasm.Plugin) error {
 	d := p.Description()
 	m := a.served.Load()
-	if d.Kind != abi.KindLedger || m == nil {
+	if m == nil {
+		return nil
+	}
+	if d.Kind == abi.KindSubscription {
+		return a.checkHandlersKept(p, m)
+	}
+	if d.Kind != abi.KindLedger {
 		return nil
 	}
 	var errs []error
@@ -66,6 +72,26 @@ func (a *App) checkPluginFits(p *wasm.Plugin) error {
 			for _, diag := range manifest.Diagnostics("", err) {
 				errs = append(errs, fmt.Errorf("a served route needs what this version lacks: %s", diag))
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkHandlersKept refuses a subscription plugin version that drops a
+// handler the served model's subscriptions name and the version being
+// replaced serves: those subscriptions would stall, retrying on every
+// process, until a rollback.
+func (a *App) checkHandlersKept(p *wasm.Plugin, m *servedModel) error {
+	d := p.Description()
+	cur, ok := a.Plugins.Registry().Get(d.Name)
+	if !ok {
+		return nil
+	}
+	var errs []error
+	for _, s := range m.domain.Subscriptions {
+		if slices.Contains(cur.Description().Handlers, s.Handler) && !slices.Contains(d.Handlers, s.Handler) {
+			errs = append(errs, fmt.Errorf("subscription %s needs handler %s, which this version does not serve (it serves %s); change the domain manifest first",
+				s.Name, s.Handler, strings.Join(d.Handlers, ", ")))
 		}
 	}
 	return errors.Join(errs...)

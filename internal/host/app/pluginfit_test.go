@@ -133,3 +133,24 @@ func TestRollbackThatBreaksTheModelIsRefused(t *testing.T) {
 		t.Fatalf("the served version after the refused rollback: %d %v", code, body)
 	}
 }
+
+// TestSubscriptionVersionDroppingAHandlerIsRefused: a subscription plugin
+// version that no longer serves a handler the model's subscriptions name
+// is refused; it was installed, and the subscription stalled on every
+// process until a rollback.
+func TestSubscriptionVersionDroppingAHandlerIsRefused(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	v2, err := conformance.Build(context.Background(), "testdata/followup2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	precompile(t, v2)
+	code, body := l.call("PUT", "/v1/admin/plugins/followup", l.op, v2)
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "subscription no_answer_followup needs handler no_answer_followup, which this version does not serve") {
+		t.Fatalf("a version dropping a handler in use: %d %v", code, body)
+	}
+	if _, ok := l.a.Plugins.SubscriptionHandler("no_answer_followup"); !ok {
+		t.Fatal("the served version no longer serves its handler")
+	}
+}

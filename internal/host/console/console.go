@@ -184,7 +184,7 @@ func (c *Console) auth(write bool, h handler) fiber.Handler {
 			c.clearCookie(fc)
 			// A browser reading a page is sent to the sign-in page; any
 			// other client gets the refusal as problem+json.
-			if !write && strings.Contains(fc.Get(fiber.HeaderAccept), "text/html") {
+			if !write && gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
 				return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
 			}
 			return problem.New(problem.Unauthorized, "Sign in to the console first")

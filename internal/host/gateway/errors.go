@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -73,7 +74,7 @@ func (s *Server) problemPage(c *fiber.Ctx) func(c *fiber.Ctx, p problem.Body) er
 	if len(s.pages) == 0 {
 		return nil
 	}
-	if !strings.Contains(c.Get(fiber.HeaderAccept), "text/html") && c.Get("HX-Request") != "true" {
+	if !AsksForHTML(c.Get(fiber.HeaderAccept)) && c.Get("HX-Request") != "true" {
 		return nil
 	}
 	path := c.Path()
@@ -238,4 +239,34 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// AsksForHTML reports whether an Accept header prefers text/html: it
+// names text/html with a quality above zero and at least that of any
+// other type it names. A browser asks for a page so; a wildcard alone
+// (curl's */*) does not ask for HTML.
+func AsksForHTML(accept string) bool {
+	html, other := 0.0, 0.0
+	for _, r := range strings.Split(accept, ",") {
+		media, params, _ := strings.Cut(r, ";")
+		media = strings.ToLower(strings.TrimSpace(media))
+		if media == "" || strings.HasSuffix(media, "/*") {
+			continue
+		}
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(k, "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+		}
+		if media == "text/html" {
+			html = max(html, q)
+		} else {
+			other = max(other, q)
+		}
+	}
+	return html > 0 && html >= other
 }

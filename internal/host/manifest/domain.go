@@ -279,9 +279,21 @@ func (c *checker) entityField(what string, key, n *yaml.Node) Field {
 	return fl
 }
 
+// maxSubscriptionName bounds a subscription's name, maxSubscriptions the
+// subscriptions of one manifest.
+const (
+	maxSubscriptionName = 100
+	maxSubscriptions    = 100
+)
+
 func (c *checker) subscriptions(n *yaml.Node) []Subscription {
 	if n.Kind != yaml.SequenceNode {
 		c.at(n, "subscriptions must be a list, got %s", kindName(n))
+		return nil
+	}
+	if len(n.Content) > maxSubscriptions {
+		// Each is a reader of the stream of its own.
+		c.at(n, "subscriptions: %d declared, at most %d per manifest", len(n.Content), maxSubscriptions)
 		return nil
 	}
 	var out []Subscription
@@ -292,7 +304,12 @@ func (c *checker) subscriptions(n *yaml.Node) []Subscription {
 		s := Subscription{pos: c.pos(item)}
 		var nameNode *yaml.Node
 		s.Name, nameNode = c.str(f, "name", what, true, item)
-		if s.Name != "" && names[s.Name] {
+		switch {
+		case s.Name != "" && (!identRe.MatchString(s.Name) || len(s.Name) > maxSubscriptionName):
+			// The name is a stream consumer's, in checkpoints, logs and
+			// metric labels.
+			c.at(nameNode, "%s.name %.80q must be lowercase letters, digits and underscores, starting with a letter, at most %d characters", what, s.Name, maxSubscriptionName)
+		case s.Name != "" && names[s.Name]:
 			c.at(nameNode, "%s: duplicate subscription name %q", what, s.Name)
 		}
 		names[s.Name] = true
