@@ -318,16 +318,7 @@ func TestSubscriptionEffectOnceAcrossRestart(t *testing.T) {
 					t.Fatalf("outcome: %d %v", code, body)
 				}
 			}
-			followups := func(l *live) int {
-				_, body := l.call("GET", "/v1/entities/line-1/facts?limit=200", l.key, nil)
-				c := 0
-				for _, it := range dataOf(body)["items"].([]any) {
-					if it.(map[string]any)["subtype"] == "followup_scheduled" {
-						c++
-					}
-				}
-				return c
-			}
+			followups := func(l *live) int { return followupsOf(l, "line-1") }
 			waitFor := func(l *live, want int) {
 				testutil.EventuallyNil(t, 30*time.Second, func() error {
 					if got := followups(l); got < want {
@@ -438,4 +429,17 @@ func TestPluginAdminAPI(t *testing.T) {
 	if code, body = l.call("POST", "/v1/entities/acct-x/deposit", l.key, map[string]any{"amount": 1}); code != 201 {
 		t.Fatalf("deposit after refusals: %d %v", code, body)
 	}
+}
+
+// followupsOf counts the follow-ups scheduled on an entity.
+func followupsOf(l *live, entity string) int {
+	l.t.Helper()
+	_, body := l.call("GET", "/v1/entities/"+entity+"/facts?limit=200", l.key, nil)
+	c := 0
+	for _, it := range dataOf(body)["items"].([]any) {
+		if it.(map[string]any)["subtype"] == "followup_scheduled" {
+			c++
+		}
+	}
+	return c
 }

@@ -27,16 +27,7 @@ func TestSubscriptionAddedAtRuntime(t *testing.T) {
 			t.Fatalf("outcome: %d %v", code, body)
 		}
 	}
-	followups := func() int {
-		_, body := l.call("GET", "/v1/entities/line-1/facts?limit=200", l.key, nil)
-		c := 0
-		for _, it := range dataOf(body)["items"].([]any) {
-			if it.(map[string]any)["subtype"] == "followup_scheduled" {
-				c++
-			}
-		}
-		return c
-	}
+	followups := func() int { return followupsOf(l, "line-1") }
 	caughtUp := func(consumer string) {
 		t.Helper()
 		testutil.EventuallyNil(t, 30*time.Second, func() error {

@@ -54,6 +54,18 @@ func newKey(t *testing.T, a *app.App, tenant, mode string) (string, string) {
 
 func do(t *testing.T, a *app.App, method, path, cookie string, form url.Values) *http.Response {
 	t.Helper()
+	return doAccepting(t, a, method, path, cookie, form, "")
+}
+
+// browse is a browser's GET of a console page: it asks for text/html.
+func browse(t *testing.T, a *app.App, path, cookie string) *http.Response {
+	t.Helper()
+	return doAccepting(t, a, "GET", path, cookie, nil, "text/html,application/xhtml+xml,*/*;q=0.8")
+}
+
+// doAccepting is do with an Accept header ("" for none).
+func doAccepting(t *testing.T, a *app.App, method, path, cookie string, form url.Values, accept string) *http.Response {
+	t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -65,21 +77,8 @@ func do(t *testing.T, a *app.App, method, path, cookie string, form url.Values) 
 	if cookie != "" {
 		r.Header.Set("Cookie", console.CookieName+"="+cookie)
 	}
-	resp, err := a.Server.App().Test(r, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-// browse is a browser's GET of a console page: it accepts text/html.
-func browse(t *testing.T, a *app.App, path, cookie string) *http.Response {
-	t.Helper()
-	r := httptest.NewRequest("GET", path, nil)
-	r.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
-	if cookie != "" {
-		r.Header.Set("Cookie", console.CookieName+"="+cookie)
+	if accept != "" {
+		r.Header.Set("Accept", accept)
 	}
 	resp, err := a.Server.App().Test(r, -1)
 	if err != nil {
