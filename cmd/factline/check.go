@@ -123,7 +123,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *pluginCache == "" {
 		*pluginCache = app.DefaultPluginCacheDir("./data")
 	}
-	problems, warnings, err := checkPlugins(ctx, domain, commandRoutes, pluginFiles, *pluginCache, stderr)
+	// The types the layers declare or redeclare are held against their
+	// built-in ledger plugins; the built-in model's own always fit.
+	var layerTypes []string
+	for _, l := range layers {
+		layerTypes = append(layerTypes, l.EntityTypeNames()...)
+	}
+	problems, warnings, err := checkPlugins(ctx, domain, layerTypes, commandRoutes, pluginFiles, *pluginCache, stderr)
 	if err != nil {
 		return err
 	}

@@ -3,45 +3,57 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/factline/factline/sdk/conformance"
 )
 
-// embeddedBinary builds factline with the embedplugins tag, as `make
-// build` does, the repo's plugins built by TestMain standing in for
-// plugins/<name>/<name>.wasm through an overlay (the tree stays clean).
+// embeddedBinary is factline built with the embedplugins tag, as `make
+// build` does, once for the tests that need it.
 func embeddedBinary(t *testing.T) string {
 	t.Helper()
+	bin, err := buildEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// buildEmbedded builds the binary beside TestMain's plugins, the repo's
+// plugins built by TestMain standing in for plugins/<name>/<name>.wasm
+// through an overlay (the tree stays clean).
+var buildEmbedded = sync.OnceValues(func() (string, error) {
 	mods, err := filepath.Glob(filepath.Join(pluginsDir, "*.wasm"))
 	if err != nil || len(mods) == 0 {
-		t.Fatalf("no built plugins in %s: %v", pluginsDir, err)
+		return "", fmt.Errorf("no built plugins in %s: %v", pluginsDir, err)
 	}
 	replace := map[string]string{}
 	for _, m := range mods {
 		name := strings.TrimSuffix(filepath.Base(m), ".wasm")
 		dst, err := filepath.Abs(filepath.Join("../../plugins", name, name+".wasm"))
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		replace[dst] = m
 	}
-	dir := t.TempDir()
+	dir := filepath.Dir(pluginsDir)
 	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
 	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	bin := filepath.Join(dir, "factline")
+	bin := filepath.Join(dir, "factline-embedded")
 	cmd := exec.Command("go", "build", "-tags", "embedplugins", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build with embedplugins: %v\n%s", err, out)
+		return "", fmt.Errorf("build with embedplugins: %v\n%s", err, out)
 	}
-	return bin
-}
+	return bin, nil
+})
 
 // run runs bin to completion: stdout, stderr and the exit code.
 func run(t *testing.T, bin string, args ...string) (string, string, int) {
@@ -103,6 +115,16 @@ func TestCheckCommandRoutesAgainstBuiltinPlugins(t *testing.T) {
 				t.Errorf("a built-in ledger is known, no warning:\n%s", stdout)
 			}
 		})
+	}
+	// A layered type is held against the built-in ledger plugin it names,
+	// with or without a command route, as serve holds it.
+	gadgets := filepath.Join(t.TempDir(), "gadgets.yaml")
+	if err := os.WriteFile(gadgets, []byte("name: gadgets\nversion: \"1\"\nentities:\n  gadget:\n    ledger: asset\n    fields: {}\n    facts: [earned]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, bin, "check", "--plugin-cache-dir", cache, gadgets)
+	if want := gadgets + `:4:3: entities.gadget.ledger: ledger "asset" serves entity types asset, not "gadget"`; code != 1 || !strings.Contains(stdout, want) {
+		t.Fatalf("a type its built-in ledger plugin does not declare: exit %d\n%s%s\nwant %s", code, stdout, stderr, want)
 	}
 }
 

@@ -25,13 +25,20 @@ type commandRoute struct {
 
 // checkPlugins checks the command routes of each gateway against the
 // ledgers described by the plugins given with --plugin and those built
-// into the binary, as serve does, and that each plugin given is a ledger
-// that declares the entity types domain gives it. Routes of a ledger
-// neither built in nor given are returned as warnings: they are checked
-// at serve time. Plugins are described (compiled) only when one is given
-// or there is a command route.
-func checkPlugins(ctx context.Context, domain *manifest.Domain, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
+// into the binary, as serve does, and that each plugin given, and each
+// built-in one a layered type (layerTypes) names, is a ledger that
+// declares the entity types domain gives it. Routes of a ledger neither
+// built in nor given are returned as warnings: they are checked at serve
+// time. Plugins are described (compiled) only when one is given, a
+// layered type names one, or there is a command route.
+func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []string, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
+	builtin := plugins.Builtin()
 	ledgers := map[string]bool{}
+	for _, name := range layerTypes {
+		if t := domain.Entities[name]; t != nil && builtin[t.Ledger] != nil {
+			ledgers[t.Ledger] = true
+		}
+	}
 	for _, cr := range routes {
 		for _, r := range cr.gw.Routes {
 			if r.Action == manifest.ActionCommand {
@@ -72,26 +79,8 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, routes []command
 		}
 		given[p.Description().Name] = p
 	}
-	// The plugins given are held against the entity types the domain gives
-	// them, as serve holds each version it loads.
-	kind := func(name string) string {
-		if p, ok := given[name]; ok {
-			return p.Description().Kind
-		}
-		return ""
-	}
-	types := func(name string) ([]string, bool) {
-		if p, ok := given[name]; ok && p.Description().Kind == abi.KindLedger {
-			return p.Description().EntityTypes, len(p.Description().EntityTypes) > 0
-		}
-		return nil, false
-	}
-	if err := manifest.CheckLedgerPlugins(domain, kind, types); err != nil {
-		problems = append(problems, manifest.Diagnostics("", err)...)
-	}
 	// A plugin given with --plugin replaces the built-in one of its name,
 	// as the plugins directory does in serve.
-	builtin := plugins.Builtin()
 	names := make([]string, 0, len(ledgers))
 	for name := range ledgers {
 		names = append(names, name)
@@ -105,6 +94,23 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, routes []command
 		if _, err := reg.Install(ctx, module, nil); err != nil {
 			return nil, nil, fmt.Errorf("built-in plugin %s: %w", name, err)
 		}
+	}
+	// The plugins loaded here are held against the entity types the domain
+	// gives them, as serve holds each version it loads.
+	kind := func(name string) string {
+		if p, ok := reg.Get(name); ok {
+			return p.Description().Kind
+		}
+		return ""
+	}
+	types := func(name string) ([]string, bool) {
+		if p, ok := reg.Get(name); ok && p.Description().Kind == abi.KindLedger {
+			return p.Description().EntityTypes, len(p.Description().EntityTypes) > 0
+		}
+		return nil, false
+	}
+	if err := manifest.CheckLedgerPlugins(domain, kind, types); err != nil {
+		problems = append(problems, manifest.Diagnostics("", err)...)
 	}
 	known := pluginhost.Ledgers{Builtin: ledger.Builtin(), Registry: reg}
 	describe := func(name string) ([]manifest.LedgerCommand, bool) {

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,26 +127,8 @@ func newStore(t *testing.T) string {
 type server struct {
 	cmd    *exec.Cmd
 	base   string
-	stderr *syncBuffer
+	stderr *testutil.Logs
 	exited chan error
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
@@ -175,7 +156,7 @@ func startProcessEnv(t *testing.T, env []string, args []string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	s := &server{cmd: cmd, stderr: &testutil.Logs{}, exited: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

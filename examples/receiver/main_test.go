@@ -1,31 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/factline/factline/internal/testutil"
 	"github.com/factline/factline/sdk/webhookverify"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 func TestReceiver(t *testing.T) {
-	var out syncBuffer
+	var out testutil.Logs
 	srv := httptest.NewTLSServer(newMux("/webhooks", [][]byte{[]byte("s3cret")}, time.Minute, &out))
 	defer srv.Close()
 	body := `{"delivery_id":"del_1","fact":{}}`
@@ -55,9 +43,7 @@ func TestReceiver(t *testing.T) {
 	if code := post(""); code != http.StatusOK {
 		t.Fatalf("duplicate: %d", code)
 	}
-	out.mu.Lock()
-	defer out.mu.Unlock()
-	if n := strings.Count(out.b.String(), "\n"); n != 1 || !strings.Contains(out.b.String(), `"delivery_id":"del_1"`) {
-		t.Fatalf("printed %q; want the delivery once", out.b.String())
+	if got := out.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"delivery_id":"del_1"`) {
+		t.Fatalf("printed %q; want the delivery once", got)
 	}
 }

@@ -35,5 +35,14 @@ func (l *Logs) String() string {
 	return l.buf.String()
 }
 
+// Take returns what was logged since the last Take and forgets it.
+func (l *Logs) Take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.buf.String()
+	l.buf.Reset()
+	return s
+}
+
 // Logger is a text logger writing to l.
 func (l *Logs) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }

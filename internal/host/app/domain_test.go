@@ -315,6 +315,9 @@ func TestDomainAdminAPI(t *testing.T) {
 		{"not the operator", "more", claims, tenantAdmin, "", 403, ""},
 		{"bad name", "Bad.Name", claims, "", "", 400, ""},
 		{"wrong content type", "more", claims, "", "application/wasm", 415, ""},
+		{"content type a manifest type only begins", "more", claims, "", "application/jsonx", 415, ""},
+		{"content type in another charset", "more", claims, "", "application/yaml; charset=latin1", 415, ""},
+		{"content type in UTF-8", "yaml-utf8", "name: u\nversion: \"1\"\nentities:\n  token: {ledger: builtin, fields: {}, facts: [issued]}\n", "", "text/yaml; charset=UTF-8", 201, ""},
 		{"empty body", "more", "", "", "", 400, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,7 +355,7 @@ func TestDomainAdminAPI(t *testing.T) {
 	}
 	code, body := l.call("GET", "/v1/admin/domain", tenantAdmin, nil)
 	items, _ := dataOf(body)["items"].([]any)
-	if code != 200 || len(items) != 2 {
+	if code != 200 || len(items) != 3 {
 		t.Fatalf("list: %d %v", code, body)
 	}
 	if code, body := l.call("DELETE", "/v1/admin/domain/claims", l.op, nil); code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "removes an entity type 1 stored entities have") {
@@ -449,6 +452,13 @@ routes:
 	}
 	if code, body := l.call("GET", "/api/accounts/acct-1/budget", l.key, nil); code != 200 || fmt.Sprint(dataOf(body)["balance"]) != "5" {
 		t.Fatalf("command route, read: %d %v", code, body)
+	}
+	// A layer of routes alone routes commands of types other layers declare.
+	if code, body := l.putDomain("account-routes", "name: account-routes\nversion: \"1\"\nroutes:\n  - {path: /api/accounts/:id/balance, method: GET, entity: account, action: command, command: budget}\n"); code != 201 {
+		t.Fatalf("install a routes-only layer: %d %v", code, body)
+	}
+	if code, body := l.call("GET", "/api/accounts/acct-1/balance", l.key, nil); code != 200 || fmt.Sprint(dataOf(body)["balance"]) != "5" {
+		t.Fatalf("route of the routes-only layer: %d %v", code, body)
 	}
 }
 

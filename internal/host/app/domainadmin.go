@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"regexp"
 	"slices"
@@ -76,9 +77,8 @@ func (a *App) domainRoutes() []gateway.Route {
 		if err != nil {
 			return err
 		}
-		ct := strings.ToLower(c.Get(fiber.HeaderContentType))
-		if ct != "" && !slices.ContainsFunc([]string{"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "text/plain"}, func(p string) bool { return strings.HasPrefix(ct, p) }) {
-			return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/yaml or application/json (got %s)", ct)
+		if err := manifestMediaType(c.Get(fiber.HeaderContentType)); err != nil {
+			return err
 		}
 		if len(c.Body()) == 0 {
 			return problem.New(problem.BadRequest, "Request body is required: send the domain manifest as YAML or JSON")
@@ -337,4 +337,25 @@ func (a *App) domainEntities(d *manifest.Domain) []fiber.Map {
 
 func layerInfo(l store.DomainLayer) fiber.Map {
 	return fiber.Map{"name": l.Name, "sha256": l.SHA256, "updated_at": l.UpdatedAt, "file": StoredDomainFile(l.Name)}
+}
+
+// manifestMediaTypes are the Content-Types a domain manifest may be sent
+// as (YAML is a superset of JSON); none at all is taken as YAML, as
+// curl -T sends it.
+var manifestMediaTypes = []string{"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "text/plain"}
+
+// manifestMediaType refuses a body declared as anything but a manifest's
+// text, or in a charset other than UTF-8, with a 415.
+func manifestMediaType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || !slices.Contains(manifestMediaTypes, mt) {
+		return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/yaml or application/json (got %s)", ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return problem.Newf(problem.UnsupportedMediaType, "Domain manifests are UTF-8: charset %s is not accepted", cs)
+	}
+	return nil
 }

@@ -3,14 +3,17 @@ package app
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/openapi"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/stream"
+	"github.com/factline/factline/internal/host/subscription"
 )
 
 // Lag history: one sample every lagSampleEvery, the last hour.
@@ -75,7 +78,19 @@ func (a *App) lagEvery() time.Duration {
 
 // newLagHistory keeps an hour of samples at the configured interval.
 func (a *App) newLagHistory() *stream.LagHistory {
-	return stream.NewLagHistory(int(time.Hour / a.lagEvery()))
+	return stream.NewLagHistory(int(time.Hour/a.lagEvery()), a.consumerDeclared)
+}
+
+// consumerDeclared reports whether the served model still has the stream
+// consumer named: a subscription no longer declared keeps its checkpoint
+// (declaring it again goes on from there) but nothing reads for it.
+// Projections delete theirs when retired; the webhook matcher always runs.
+func (a *App) consumerDeclared(name string) bool {
+	sub, ok := strings.CutPrefix(name, subscription.ConsumerName(""))
+	if !ok {
+		return true
+	}
+	return slices.ContainsFunc(a.Platform.Domain().Subscriptions, func(s manifest.Subscription) bool { return s.Name == sub })
 }
 
 // streamStatus answers the stream's head and each consumer's checkpoint and
@@ -93,7 +108,7 @@ func (a *App) streamStatus(c *fiber.Ctx) error {
 	names := slices.Sorted(maps.Keys(cps))
 	consumers := make([]fiber.Map, 0, len(names))
 	for _, name := range names {
-		consumers = append(consumers, fiber.Map{"name": name, "position": cps[name], "lag": head - cps[name]})
+		consumers = append(consumers, fiber.Map{"name": name, "position": cps[name], "lag": head - cps[name], "declared": a.consumerDeclared(name)})
 	}
 	return gateway.Respond(c, fiber.StatusOK, fiber.Map{"head": head, "consumers": consumers})
 }

@@ -90,4 +90,29 @@ func TestSubscriptionAddedAtRuntime(t *testing.T) {
 	if got := followups(); got != 6 {
 		t.Fatalf("follow-ups after the layer went: %d, want 6", got)
 	}
+	// The removed subscription's checkpoint stays, shown as no longer
+	// declared, and its lag is no longer sampled.
+	code, body = l.call("GET", "/v1/admin/stream", l.op, nil)
+	if code != 200 {
+		t.Fatalf("stream status: %d %v", code, body)
+	}
+	declared := map[string]any{}
+	for _, c := range body["data"].(map[string]any)["consumers"].([]any) {
+		c := c.(map[string]any)
+		declared[c["name"].(string)] = c["declared"]
+	}
+	if declared["subscription:echo"] != false || declared["subscription:no_answer_followup"] != true || declared["webhooks"] != true {
+		t.Errorf("consumers declared: %v", declared)
+	}
+	if err := l.a.LagHistory.Sample(context.Background(), l.a.Store, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	samples := l.a.LagHistory.Samples()
+	lag := samples[len(samples)-1].Lag
+	if _, ok := lag["subscription:no_answer_followup"]; !ok {
+		t.Errorf("last lag sample %v, want the declared consumers", lag)
+	}
+	if _, ok := lag["subscription:echo"]; ok {
+		t.Errorf("last lag sample %v has the removed subscription", lag)
+	}
 }

@@ -510,12 +510,13 @@ func TestOperatorSeesDomainModel(t *testing.T) {
 }
 
 // The stream view lists consumers by name with their position and lag
-// behind the head, as GET /v1/admin/stream answers.
+// behind the head, as GET /v1/admin/stream answers, and marks the kept
+// checkpoint of a subscription no longer declared.
 func TestOperatorSeesStreamConsumers(t *testing.T) {
 	a := setup(t, app.Config{})
 	ctx := context.Background()
 	addDeliveries(t, a.Store, "acme", 5) // five facts: the head is 5
-	for name, pos := range map[string]int64{"webhooks": 2, "projections": 5} {
+	for name, pos := range map[string]int64{"webhooks": 2, "projections": 5, "subscription:gone": 1} {
 		if err := a.Store.SetCheckpoint(ctx, name, pos); err != nil {
 			t.Fatal(err)
 		}
@@ -531,6 +532,9 @@ func TestOperatorSeesStreamConsumers(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="head">5<`) || strings.Join(got, ", ") != "projections 5 0, webhooks 2 3" {
 		t.Fatalf("stream view %d: consumers %q\n%s", resp.StatusCode, got, b)
+	}
+	if !regexp.MustCompile(`<tr data-consumer="subscription:gone"><td>subscription:gone <span class="muted"[^>]*>\(no longer declared\)</span></td><td class="position">1</td>`).Match(b) {
+		t.Errorf("the kept checkpoint of an undeclared subscription is not marked:\n%s", b)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/ledger"
 )
 
@@ -187,6 +188,9 @@ func TestRefusalsSayTheRule(t *testing.T) {
 		{"tenant on create", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","tenant_id":"other"}`, "tenant_id", "unknown_field", "inside data"},
 		{"version on create", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","version":3}`, "version", "unknown_field", "inside data"},
 		{"type on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"type":"asset"}`, "type", "unknown_field", "the entity's own"},
+		{"duplicate member", "POST", "/v1/entities", `{"type":"account","name":"A","name":"B","status":"active","subtype":"customer"}`, "name", "format", "more than once"},
+		{"duplicate member in data", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","data":{"amount":1,"amount":2}}`, "data.amount", "format", "more than once"},
+		{"duplicate member in settings", "POST", "/v1/configs", `{"type":"t","settings":{"a":{"b":1,"b":1}}}`, "settings.a.b", "format", "more than once"},
 		{"id on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"id":"hijack"}`, "id", "unknown_field", "the entity's own"},
 		{"tenant on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"tenant_id":"other","created_at":1}`, "tenant_id", "unknown_field", "the entity's own"},
 	} {
@@ -244,5 +248,44 @@ func TestQueryParametersAreChecked(t *testing.T) {
 	for _, path := range []string{"/v1/configs?type=webhook&limit=2", "/v1/facts?type=deposit", "/v1/entities/" + ent + "/facts?limit=5",
 		"/v1/entities/" + ent + "?entity_type=account", "/v1/entities?entity_type=account&status=active"} {
 		h.req("GET", path, h.keyA, nil).wantStatus(t, 200)
+	}
+}
+
+// TestRawFactDataIsBoundedLikeCommandInput: a raw fact reaches every
+// subscription handler, so its data is held to a command input's nesting
+// and member bounds; at the bounds it is recorded.
+func TestRawFactDataIsBoundedLikeCommandInput(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	fact := func(data string) string {
+		return `{"entity_id":"` + ent + `","type":"deposit","source_id":"s","data":` + data + `}`
+	}
+	// depth n: data is level 1, each [ one more.
+	deep := func(n int) string {
+		return `{"amount":1,"x":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + "}"
+	}
+	wide := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"amount":1,"k0":{}`)
+		for i := 2; i < n; i++ {
+			fmt.Fprintf(&b, `,"k%d":%d`, i, i)
+		}
+		return b.String() + "}"
+	}
+	h.req("POST", "/v1/facts", h.keyA, fact(deep(gateway.FactDataDepth))).wantStatus(t, 201)
+	h.req("POST", "/v1/facts", h.keyA, fact(wide(gateway.FactDataKeys))).wantStatus(t, 201)
+	for _, tc := range []struct{ name, data, says string }{
+		{"too deep", deep(gateway.FactDataDepth + 1), "data nests deeper than 32 levels"},
+		{"too many members", wide(gateway.FactDataKeys + 1), "data has more than 1000 keys"},
+	} {
+		r := h.req("POST", "/v1/facts", h.keyA, fact(tc.data))
+		r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+		if got := fmt.Sprint(r.body["errors"]); !strings.Contains(got, tc.says) || r.fieldErrors()["data"] != "range" {
+			t.Errorf("%s: errors %s, want data: range saying %q", tc.name, got, tc.says)
+		}
+	}
+	if n := len(h.req("GET", "/v1/entities/"+ent+"/facts", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)); n != 2 {
+		t.Errorf("%d facts stored, want the 2 within the bounds", n)
 	}
 }

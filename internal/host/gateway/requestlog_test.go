@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,33 +16,20 @@ import (
 	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
 )
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines takes the JSON lines logged since the last call.
+func logLines(t *testing.T, logs *testutil.Logs) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(logs.Take()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
 		}
 		out = append(out, m)
 	}
-	s.b.Reset()
 	return out
 }
 
@@ -66,7 +51,7 @@ func TestRequestLogLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	var logs syncBuffer
+	var logs testutil.Logs
 	srv, err := gateway.New(gateway.Config{}, gateway.Deps{Platform: p, Auth: auth.NewAuthenticator(st),
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Routes: gw})
 	if err != nil {
@@ -103,7 +88,7 @@ func TestRequestLogLine(t *testing.T) {
 		{"/boom", "", "", map[string]any{"level": "ERROR", "status": 500.0}},
 	} {
 		send(tc.path, tc.key, tc.rid)
-		lines := logs.lines(t)
+		lines := logLines(t, &logs)
 		if len(lines) != 1 {
 			t.Fatalf("GET %s: %d log lines, want 1", tc.path, len(lines))
 		}

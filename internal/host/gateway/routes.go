@@ -302,7 +302,7 @@ func (s *Server) listEntityFacts(c *fiber.Ctx) error {
 // appendFact: POST /v1/facts with {entity_id, type, subtype?, timestamp?,
 // data?, source_id?, trace_id?, expected_version?}.
 func (s *Server) appendFact(c *fiber.Ctx) error {
-	m, raw, err := readJSON(c)
+	m, raw, shape, err := readJSONShape(c)
 	if err != nil {
 		return err
 	}
@@ -321,6 +321,11 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 		ExpectedVersion: in.integer("expected_version"),
 	}
 	if err := in.err(); err != nil {
+		return err
+	}
+	// data is the only member that nests (the others are scalars, checked
+	// above), so the body's shape less its top level is data's.
+	if err := checkFactData(shape.Depth-1, shape.Keys-len(m)); err != nil {
 		return err
 	}
 	if fi.TraceID == "" {

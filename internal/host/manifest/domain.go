@@ -163,13 +163,16 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 	d := &Domain{Entities: map[string]*EntityType{}}
 	d.Name, _ = c.str(f, "name", "manifest", true, top)
 	d.Version, _ = c.str(f, "version", "manifest", true, top)
-	// A manifest may declare subscriptions alone: a layer that adds a
-	// subscription plugin's subscriptions to the model.
+	// A manifest may declare subscriptions or routes and no entity type:
+	// a layer that adds a subscription plugin's subscriptions, or command
+	// routes for types other layers declare, to the model.
 	subs, hasSubs := f["subscriptions"]
-	onlySubs := hasSubs && subs.value.Kind == yaml.SequenceNode && len(subs.value.Content) > 0
+	rs, hasRoutes := f["routes"]
+	nonEmpty := func(n *yaml.Node) bool { return n.Kind == yaml.SequenceNode && len(n.Content) > 0 }
+	extendsOnly := hasSubs && nonEmpty(subs.value) || hasRoutes && nonEmpty(rs.value)
 	ents, ok := f["entities"]
 	if !ok {
-		if !onlySubs {
+		if !extendsOnly {
 			c.at(top, "manifest: missing required key %q", "entities")
 		}
 	} else {
@@ -184,14 +187,14 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 			t.pos = c.pos(ef.key)
 			d.Entities[name] = t
 		}
-		if len(ents.value.Content) == 0 && ents.value.Kind == yaml.MappingNode && !onlySubs {
-			c.at(ents.value, "entities must declare at least one entity type, unless the manifest declares subscriptions")
+		if len(ents.value.Content) == 0 && ents.value.Kind == yaml.MappingNode && !extendsOnly {
+			c.at(ents.value, "entities must declare at least one entity type, unless the manifest declares subscriptions or routes")
 		}
 	}
 	if hasSubs {
 		d.Subscriptions = c.subscriptions(subs.value)
 	}
-	if rs, ok := f["routes"]; ok {
+	if hasRoutes {
 		if rs.value.Kind != yaml.SequenceNode {
 			c.at(rs.value, "routes must be a list, got %s", kindName(rs.value))
 		} else {

@@ -121,6 +121,11 @@ func TestSubscriptionsOnlyManifest(t *testing.T) {
 			t.Fatalf("%q: %+v", src, d)
 		}
 	}
+	// So may a manifest of routes alone, for types other layers declare.
+	d, err := ParseDomain("routes.yaml", []byte("name: r\nversion: \"1\"\nroutes:\n  - {path: /api/a/:id/s, method: GET, entity: account, action: command, command: budget}\n"))
+	if err != nil || len(d.Entities) != 0 || len(d.routes) != 1 {
+		t.Fatalf("routes only: %+v %v", d, err)
+	}
 	if _, err := ParseDomain("none.yaml", []byte("name: none\nversion: \"1\"\n")); err == nil || !strings.Contains(err.Error(), `missing required key "entities"`) {
 		t.Fatalf("neither entities nor subscriptions: %v", err)
 	}

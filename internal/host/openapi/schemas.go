@@ -237,10 +237,11 @@ func (b *builder) fixedSchemas() {
 		prop{"key", str("The secret key, for the X-API-Key header.")},
 		prop{"api_key", b.schema(schemaAPIKey)},
 	))
-	consumer := object("One durable stream consumer.", []string{"name", "position", "lag"}, false,
+	consumer := object("One durable stream consumer.", []string{"name", "position", "lag", "declared"}, false,
 		prop{"name", str("Consumer name.")},
 		prop{"position", integer("Last global position the consumer has processed.")},
 		prop{"lag", integer("Facts appended after that position.")},
+		prop{"declared", boolean("False for a subscription the domain model no longer declares: its checkpoint is kept, so declaring it again goes on from there, but nothing reads for it and its lag only grows.")},
 	)
 	b.define(schemaStreamStatus, object("The fact stream's head and each consumer's checkpoint.", []string{"head", "consumers"}, false,
 		prop{"head", integer("Global position of the newest fact.")},

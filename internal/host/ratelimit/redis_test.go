@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -237,24 +236,6 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	addr := closedAddr(t)
@@ -264,10 +245,10 @@ func TestRedisDown(t *testing.T) {
 	c := ctx(t)
 
 	t.Run("fail open", func(t *testing.T) {
-		var logs lockedBuffer
+		var logs testutil.Logs
 		lim := ratelimit.NewRedis(client, ratelimit.RedisOptions{
 			FailOpen: true,
-			Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+			Logger:   logs.Logger(),
 		})
 		for range 20 {
 			d, err := lim.Allow(c, "k", 60)

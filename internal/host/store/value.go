@@ -27,6 +27,11 @@ const (
 	ReasonUTF8   = "utf8"   // not valid UTF-8 (or a lone UTF-16 surrogate escape)
 	ReasonNumber = "number" // a number outside MaxNumberDigits, MaxNumberExponent or float64
 	ReasonJSON   = "json"   // a document that is not JSON
+	// ReasonDuplicate: an object member whose name an earlier member of
+	// the same object has. RFC 8259 leaves such objects' meaning open:
+	// encoding/json and jsonb keep the last, a text column keeps both, so
+	// what was stored would depend on the backend.
+	ReasonDuplicate = "duplicate"
 )
 
 // Bounds on JSON numbers: a stored number must be a finite float64 (number
@@ -63,6 +68,8 @@ func (e *InvalidInputError) Message() string {
 		return "is out of range: numbers must be finite, with at most " + strconv.Itoa(MaxNumberDigits) + " digits"
 	case ReasonJSON:
 		return "is not valid JSON"
+	case ReasonDuplicate:
+		return "appears more than once in its object"
 	}
 	return "is not valid"
 }
@@ -191,6 +198,7 @@ func (w *walker) value(depth int) {
 	case c == '{':
 		w.i++
 		w.shape.Depth = max(w.shape.Depth, depth+1)
+		var names memberNames
 		for {
 			w.skipSpace()
 			if w.i >= len(w.b) || w.b[w.i] == '}' {
@@ -206,6 +214,8 @@ func (w *walker) value(depth int) {
 			w.path = append(w.path, step{key: key, isKey: true})
 			if reason != "" {
 				w.bad(reason)
+			} else if !names.add(key) {
+				w.bad(ReasonDuplicate)
 			}
 			w.skipSpace()
 			w.i++ // ':'
@@ -245,6 +255,38 @@ func (w *walker) value(depth int) {
 			w.i++
 		}
 	}
+}
+
+// memberNames is the set of one object's member names: a slice while the
+// object is small (most are), a map once a linear scan would cost more.
+type memberNames struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// add records name and reports whether it was new.
+func (n *memberNames) add(name string) bool {
+	if n.many != nil {
+		if _, dup := n.many[name]; dup {
+			return false
+		}
+		n.many[name] = struct{}{}
+		return true
+	}
+	for _, k := range n.few {
+		if k == name {
+			return false
+		}
+	}
+	n.few = append(n.few, name)
+	if len(n.few) > 16 {
+		n.many = make(map[string]struct{}, 2*len(n.few))
+		for _, k := range n.few {
+			n.many[k] = struct{}{}
+		}
+		n.few = nil
+	}
+	return true
 }
 
 // Shown is s with U+FFFD in place of NUL and invalid bytes, fit to name a

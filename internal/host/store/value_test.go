@@ -85,3 +85,33 @@ func TestInspectDeepDocumentsInLinearWork(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectRefusesDuplicateMembers: jsonb keeps an object's last
+// member of a name and a text column keeps every one, so a document with
+// a duplicate would be stored differently by the two stores.
+func TestInspectRefusesDuplicateMembers(t *testing.T) {
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = `"k` + strings.Repeat("x", i) + `":1`
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{`{"a":1,"a":2}`, "a:duplicate"},
+		{`{"a":1,"b":{"a":1,"c":[{"d":1,"d":{"a":1,"a":1}}]}}`, "b.c[0].d:duplicate b.c[0].d.a:duplicate"},
+		{`{"a":1,"\u0061":2}`, "a:duplicate"},
+		{`[{"a":1},{"a":1}]`, ""},
+		{`{` + strings.Join(many, ",") + `,"kxxx":2}`, "kxxx:duplicate"},
+		{`{` + strings.Join(many, ",") + `}`, ""},
+	} {
+		var got []string
+		for _, b := range store.Inspect([]byte(tc.doc), "").Bad {
+			got = append(got, b.Field+":"+b.Reason)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("Inspect(%.60s): %q, want %q", tc.doc, got, tc.want)
+		}
+	}
+	err := store.CheckDocument("data", []byte(`{"x":1,"x":1}`))
+	if !errors.Is(err, store.ErrInvalidInput) || err.Error() != "data.x appears more than once in its object" {
+		t.Errorf("CheckDocument: %v", err)
+	}
+}

@@ -22,10 +22,15 @@ type LagHistory struct {
 	ring []LagSample
 	next int
 	full bool
+	keep func(consumer string) bool
 }
 
-// NewLagHistory keeps the last size samples.
-func NewLagHistory(size int) *LagHistory { return &LagHistory{ring: make([]LagSample, max(size, 1))} }
+// NewLagHistory keeps the last size samples of the consumers keep holds
+// (every consumer when keep is nil): a checkpoint outlives its consumer,
+// and one nobody runs would show a lag that only grows.
+func NewLagHistory(size int, keep func(consumer string) bool) *LagHistory {
+	return &LagHistory{ring: make([]LagSample, max(size, 1)), keep: keep}
+}
 
 // Sample reads the head and the checkpoints and records them as of now.
 func (h *LagHistory) Sample(ctx context.Context, st store.Store, now time.Time) error {
@@ -39,7 +44,9 @@ func (h *LagHistory) Sample(ctx context.Context, st store.Store, now time.Time) 
 	}
 	s := LagSample{At: now.UnixMilli(), Head: head, Lag: make(map[string]int64, len(cps))}
 	for name, pos := range cps {
-		s.Lag[name] = head - pos
+		if h.keep == nil || h.keep(name) {
+			s.Lag[name] = head - pos
+		}
 	}
 	h.mu.Lock()
 	h.ring[h.next] = s

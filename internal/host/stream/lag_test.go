@@ -17,7 +17,7 @@ func TestLagHistoryKeepsTheLastSamples(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		st := teststore.Open(t, backend)
 		ctx := context.Background()
-		h := stream.NewLagHistory(3)
+		h := stream.NewLagHistory(3, nil)
 		if got := h.Samples(); len(got) != 0 {
 			t.Fatalf("a new history has %v", got)
 		}
@@ -50,4 +50,24 @@ func TestLagHistoryKeepsTheLastSamples(t *testing.T) {
 			t.Errorf("samples\n%v\nwant\n%v", have, want)
 		}
 	})
+}
+
+// TestLagHistoryLeavesOutConsumersNotKept: a checkpoint whose consumer
+// nobody runs any more stays stored but is not sampled.
+func TestLagHistoryLeavesOutConsumersNotKept(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	ctx := context.Background()
+	appendN(t, st, 3)
+	for _, name := range []string{"kept", "gone"} {
+		if err := st.SetCheckpoint(ctx, name, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := stream.NewLagHistory(2, func(name string) bool { return name != "gone" })
+	if err := h.Sample(ctx, st, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Samples(); len(got) != 1 || fmt.Sprint(got[0].Lag) != "map[kept:2]" {
+		t.Errorf("samples %+v, want one with only kept's lag of 2", got)
+	}
 }
