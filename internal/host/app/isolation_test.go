@@ -30,7 +30,14 @@ entities:
 // precompiles it for the apps of the test binary.
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := conformance.Build(context.Background(), filepath.Join("../../../sdk/conformance/testdata", name))
+	return moduleFrom(t, filepath.Join("../../../sdk/conformance/testdata", name))
+}
+
+// moduleFrom builds the plugin whose source is in dir and compiles it
+// into the tests' compilation cache.
+func moduleFrom(t *testing.T, dir string) []byte {
+	t.Helper()
+	b, err := conformance.Build(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

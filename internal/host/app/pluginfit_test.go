@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/factline/factline/internal/host/app"
-	"github.com/factline/factline/sdk/conformance"
 )
 
 // TestPluginVersionThatBreaksTheModelIsRefused: a new version of a ledger
@@ -32,11 +30,7 @@ func TestPluginVersionThatBreaksTheModelIsRefused(t *testing.T) {
 	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "member", "id": "m1"}); code != 201 {
 		t.Fatalf("create member: %d %v", code, body)
 	}
-	v2, err := conformance.Build(context.Background(), "testdata/points2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	precompile(t, v2)
+	v2 := moduleFrom(t, "testdata/points2")
 	code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, v2)
 	errs := fmt.Sprint(body["errors"])
 	if code != 422 || body["detail"] != "Plugin points was refused; the current version keeps serving" ||
@@ -108,11 +102,7 @@ func TestSubscriptionPluginIsNoLedger(t *testing.T) {
 func TestRollbackThatBreaksTheModelIsRefused(t *testing.T) {
 	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
-	v2, err := conformance.Build(context.Background(), "testdata/points2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	precompile(t, v2)
+	v2 := moduleFrom(t, "testdata/points2")
 	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, v2); code != 201 {
 		t.Fatalf("install the version serving reward: %d %v", code, body)
 	}
@@ -141,11 +131,7 @@ func TestRollbackThatBreaksTheModelIsRefused(t *testing.T) {
 func TestSubscriptionVersionDroppingAHandlerIsRefused(t *testing.T) {
 	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
-	v2, err := conformance.Build(context.Background(), "testdata/followup2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	precompile(t, v2)
+	v2 := moduleFrom(t, "testdata/followup2")
 	code, body := l.call("PUT", "/v1/admin/plugins/followup", l.op, v2)
 	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "subscription no_answer_followup needs handler no_answer_followup, which this version does not serve") {
 		t.Fatalf("a version dropping a handler in use: %d %v", code, body)
