@@ -237,7 +237,12 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 	state := e.State
 	for i, nf := range decided {
 		if !t.AllowsFact(nf.Type) {
-			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided fact type %q, which entity type %s does not declare", nf.Type, e.Type))
+			// A stored change not applied here yet may declare it: the
+			// ledger version that records it reached this process first.
+			if s.modelBehind != nil && s.modelBehind() {
+				return nil, modelUpdating(fmt.Sprintf("Fact type %s is not declared for entity type %s here yet", nf.Type, e.Type))
+			}
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided fact type %q, which entity type %s does not declare (declare it in the domain manifest before installing a ledger version that records it)", nf.Type, e.Type))
 		}
 		if nf.Timestamp < 0 {
 			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact with timestamp %d, before the epoch", nf.Type, nf.Timestamp))

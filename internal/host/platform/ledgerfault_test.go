@@ -66,6 +66,19 @@ func TestLedgerFaultsAreRefusedAsTheLedgers(t *testing.T) {
 			}
 		}
 		assertNoFacts(t, svc, e.ID)
+		// While a stored change of the model is not applied here, an
+		// undeclared fact type may be the change's: a 503 to retry.
+		behind, err := platform.New(platform.Options{Store: svc.Store(), Domain: svc.Domain(), Ledgers: ledger.Static{"faulty": faulty{}}, ModelBehind: func() bool { return true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer behind.Close()
+		_, err = behind.RunCommand(ctx, "t1", e.ID, "undeclared", json.RawMessage(`{}`), platform.Provenance{})
+		var pe *problem.Error
+		if !errors.As(err, &pe) || pe.Kind != problem.Unavailable || pe.Headers["Retry-After"] != "2" || !strings.Contains(pe.Detail, "Fact type shoved is not declared for entity type probe here yet") {
+			t.Errorf("undeclared fact type with the model behind: %v, want a 503 to retry", err)
+		}
+		assertNoFacts(t, svc, e.ID)
 		out, err := svc.RunCommand(ctx, "t1", e.ID, "null", json.RawMessage(`{}`), platform.Provenance{})
 		if err != nil || len(out.Facts) != 1 || string(out.Facts[0].Data) != "{}" {
 			t.Fatalf("data null: %+v %v, want one fact with data {}", out, err)

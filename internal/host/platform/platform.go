@@ -164,13 +164,19 @@ func (s *Service) entityType(name string) (*manifest.EntityType, error) {
 	t, ok := s.domain.Load().Entities[name]
 	if !ok {
 		if s.modelBehind != nil && s.modelBehind() {
-			pe := problem.Newf(problem.Unavailable, "Unknown entity type: %s; the domain model is being updated on this process, retry in a few seconds", name)
-			pe.Headers = map[string]string{"Retry-After": "2"}
-			return nil, pe
+			return nil, modelUpdating("Unknown entity type: " + name)
 		}
 		return nil, problem.Newf(problem.BadRequest, "Unknown entity type: %s", name)
 	}
 	return t, nil
+}
+
+// modelUpdating is the 503 to retry for what a stored change of the
+// domain model, not applied on this process yet, may settle.
+func modelUpdating(what string) error {
+	pe := problem.New(problem.Unavailable, what+"; the domain model is being updated on this process, retry in a few seconds")
+	pe.Headers = map[string]string{"Retry-After": "2"}
+	return pe
 }
 
 func (s *Service) ledgerFor(t *manifest.EntityType) ledger.Ledger {
