@@ -126,7 +126,13 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 					Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
 			}
 		}()
-		if len(c.Body()) > s.cfg.BodyLimit && !isUpload(c.Path()) {
+		// The raw body: fiber's c.Body() inflates a compressed one whole,
+		// before any limit (300 KB of gzip became a gigabyte).
+		raw := c.Request().Body()
+		if err = refuseContentEncoding(c, len(raw)); err != nil {
+			return
+		}
+		if len(raw) > s.cfg.BodyLimit && !isUpload(c.Path()) {
 			err = problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
 			return
 		}
@@ -332,3 +338,16 @@ func ctx(c *fiber.Ctx) context.Context { return c.UserContext() }
 
 // tenant returns the authenticated tenant.
 func tenant(c *fiber.Ctx) string { return principal(c).TenantID }
+
+// refuseContentEncoding answers 415 (RFC 7694) for a body sent with a
+// content coding: bodies are read as sent, and a compressed one would
+// be inflated whole before the body limit could hold it.
+func refuseContentEncoding(c *fiber.Ctx, bodyLen int) error {
+	ce := strings.TrimSpace(c.Get(fiber.HeaderContentEncoding))
+	if bodyLen == 0 || ce == "" || strings.EqualFold(ce, "identity") {
+		return nil
+	}
+	pe := problem.Newf(problem.UnsupportedMediaType, "Content-Encoding %s is not accepted: send the request body uncompressed", ce)
+	pe.Headers = map[string]string{fiber.HeaderAcceptEncoding: "identity"}
+	return pe
+}

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -323,6 +325,44 @@ func TestFacts(t *testing.T) {
 	})
 }
 
+// TestConcurrentConfigUpdates: updates without a version all land, one
+// version each (a lost race is read again and built on); updates naming
+// one version are checked, so exactly one of them lands.
+func TestConcurrentConfigUpdates(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, h *harness) {
+		id := str(h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "pricing", "settings": map[string]any{"rate": 0}}).wantStatus(t, 201).data()["id"])
+		put := func(body map[string]any) []int {
+			const writers = 10
+			statuses := make([]int, writers)
+			var wg sync.WaitGroup
+			for i := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					b := map[string]any{"settings": map[string]any{"rate": i}}
+					for k, v := range body {
+						b[k] = v
+					}
+					statuses[i] = h.req("PUT", "/v1/configs/"+id, h.keyA, b).status
+				}()
+			}
+			wg.Wait()
+			return statuses
+		}
+		if got := put(nil); strings.Count(fmt.Sprint(got), "200") != 10 {
+			t.Fatalf("unversioned updates: %v, want ten 200s", got)
+		}
+		vs := h.req("GET", "/v1/configs/"+id+"/versions", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)
+		if len(vs) != 11 {
+			t.Fatalf("%d versions after ten updates, want 11", len(vs))
+		}
+		got := put(map[string]any{"version": 11})
+		if strings.Count(fmt.Sprint(got), "200") != 1 || strings.Count(fmt.Sprint(got), "409") != 9 {
+			t.Fatalf("updates of version 11: %v, want one 200 and nine 409s", got)
+		}
+	})
+}
+
 func TestConfigs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, h *harness) {
 		c := h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "pricing", "scope_type": "global", "settings": map[string]any{"rate": 1}}).wantStatus(t, 201).data()
@@ -454,6 +494,21 @@ func TestHostErrors(t *testing.T) {
 		h.req("POST", "/v1/entities", h.keyA, `{"type":"account"}`, "Content-Type", "application/json; charset=latin1").
 			wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "JSON bodies are UTF-8: charset latin1 is not accepted")
 		h.req("POST", "/v1/entities", h.keyA, validAccount, "Content-Type", "application/json; charset=UTF-8").wantStatus(t, 201)
+		// A compressed body is refused before anything inflates it: 8 MiB
+		// of JSON in 8 KiB of gzip was inflated whole, then refused as too
+		// large.
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write([]byte(`{"type":"account","name":"` + strings.Repeat("x", 8<<20) + `"}`))
+		zw.Close()
+		for _, key := range []string{h.keyA, ""} {
+			r := h.req("POST", "/v1/entities", key, gz.String(), "Content-Encoding", "gzip")
+			r.wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "Content-Encoding gzip is not accepted: send the request body uncompressed")
+			if got := r.header.Get("Accept-Encoding"); got != "identity" {
+				t.Errorf("Accept-Encoding %q on the 415, want identity", got)
+			}
+		}
+		h.req("POST", "/v1/entities", h.keyA, `{"type":"account","id":"plain","name":"A","status":"active","subtype":"customer"}`, "Content-Encoding", "identity").wantStatus(t, 201)
 		// fiber's in-memory test transport refuses oversized bodies itself,
 		// so this one goes over a real loopback connection.
 		big := `{"type":"account","name":"` + strings.Repeat("x", 70<<10) + `"}`

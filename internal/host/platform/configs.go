@@ -182,8 +182,28 @@ func (s *Service) GetConfig(ctx context.Context, tenant, configID string) (*stor
 
 // UpdateConfig records a new version of a config; its type never changes.
 // Fields left empty keep their current value, except Settings, which is
-// required: a version is a complete, self-contained setting.
+// required: a version is a complete, self-contained setting. Without
+// ExpectedVersion a version another writer took meanwhile is read again
+// and built on, until ctx ends: the caller asked for no check, and each
+// lost race means another version was recorded.
 func (s *Service) UpdateConfig(ctx context.Context, tenant, configID string, in ConfigInput) (*store.Config, error) {
+	for {
+		c, err := s.updateConfigOnce(ctx, tenant, configID, in)
+		if !errors.Is(err, store.ErrVersionConflict) {
+			return c, err
+		}
+		if in.ExpectedVersion != 0 {
+			return nil, problem.Wrap(problem.Conflict, fmt.Sprintf("Config %s was changed concurrently; version %d already exists", configID, c.Version), err)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, storeErr("update config", fmt.Errorf("config %s kept changing: %w", configID, cerr))
+		}
+	}
+}
+
+// updateConfigOnce makes one attempt at the next version; a version taken
+// meanwhile is store.ErrVersionConflict with the version it tried.
+func (s *Service) updateConfigOnce(ctx context.Context, tenant, configID string, in ConfigInput) (*store.Config, error) {
 	cur, err := s.GetConfig(ctx, tenant, configID)
 	if err != nil {
 		return nil, err
@@ -207,7 +227,7 @@ func (s *Service) UpdateConfig(ctx context.Context, tenant, configID string, in 
 	err = s.store.PutConfigVersion(ctx, next)
 	switch {
 	case errors.Is(err, store.ErrVersionConflict):
-		return nil, problem.Newf(problem.Conflict, "Config %s was changed concurrently; version %d already exists", configID, next.Version)
+		return next, err
 	case errors.Is(err, store.ErrArchived):
 		return nil, problem.Newf(problem.Conflict, "Config %s is archived", configID)
 	case errors.Is(err, store.ErrNotFound):
