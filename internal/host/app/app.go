@@ -262,7 +262,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}()
 	if a.cfg.TracerProvider == nil {
-		tp, shutdown, err := tracing.FromEnv(ctx, os.Getenv)
+		tp, shutdown, err := tracing.FromEnv(ctx, os.Getenv, cfg.Logger)
 		if err != nil {
 			return nil, err
 		}

@@ -144,7 +144,7 @@ func TestTraceFollowsRequestThroughAppendProjectionAndWebhook(t *testing.T) {
 // the fact still records the traceparent's trace id.
 func TestTracingOffByDefault(t *testing.T) {
 	t.Parallel()
-	tp, _, err := tracing.FromEnv(context.Background(), func(string) string { return "" })
+	tp, _, err := tracing.FromEnv(context.Background(), func(string) string { return "" }, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,10 @@ func (s *Server) bodyTooLarge(c *fiber.Ctx) *problem.Error {
 // mounted and manifest routes), for the Allow header of a 405.
 func (s *Server) allowedMethods(path string) string {
 	_, methods := s.table.Load().match("", path, map[string]string{})
-	xs := strings.Split(strings.Trim(path, "/"), "/")
+	// One leading slash and one trailing (fiber routes ignore it) go;
+	// an empty segment left over ("//v1/facts") matches no route, as it
+	// matched none in fiber.
+	xs := strings.Split(strings.TrimSuffix(strings.TrimPrefix(path, "/"), "/"), "/")
 	for _, r := range s.routePatterns() {
 		if matchSegments(r.segments, xs) && !contains(methods, r.method) {
 			methods = append(methods, r.method)

@@ -62,6 +62,16 @@ func (in *input) integer(key string) int64 {
 	return i
 }
 
+// positive refuses key when it is present and not above zero; absent (or
+// null) it means no value.
+func (in *input) positive(key string) {
+	if n, ok := in.m[key].(json.Number); ok {
+		if i, err := n.Int64(); err == nil && i <= 0 {
+			in.errs = append(in.errs, problem.FieldError{Field: key, Code: problem.CodeRange, Message: key + " must be positive"})
+		}
+	}
+}
+
 func (in *input) object(key string) map[string]any {
 	v, ok := in.m[key]
 	if !ok || v == nil {

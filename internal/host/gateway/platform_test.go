@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
 )
 
@@ -321,6 +322,18 @@ func TestFacts(t *testing.T) {
 		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "expected_version": 2}).
 			wantProblem(t, 409, "conflict", "Conflict", "Entity "+id+" is at version 4, not 2")
 		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "expected_version": 4}).wantStatus(t, 201)
+		// No entity is at version 0: asking for it is a mistake, not "no check".
+		r = h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "expected_version": 0})
+		if got := r.fieldErrors(); r.status != 400 || got["expected_version"] != "range" {
+			t.Fatalf("expected_version 0: %d %s", r.status, r.raw)
+		}
+		// Fact times run to the end of the year 9999: projections bucket
+		// them by four-digit years.
+		r = h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "timestamp": platform.MaxFactTime + 1})
+		if got := r.fieldErrors(); r.status != 400 || got["timestamp"] != "range" || !strings.Contains(string(r.raw), "9999-12-31T23:59:59.999Z") {
+			t.Fatalf("timestamp after 9999: %d %s", r.status, r.raw)
+		}
+		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "timestamp": platform.MaxFactTime}).wantStatus(t, 201)
 		h.req("GET", "/v1/facts/fct_missing", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "Fact fct_missing not found")
 	})
 }
@@ -484,6 +497,11 @@ func TestHostErrors(t *testing.T) {
 		if r.header.Get("Allow") == "" {
 			t.Errorf("405 without Allow header")
 		}
+		// A doubled slash matches no route: a 404, not a 405 whose Allow
+		// lists the method refused.
+		h.req("GET", "//v1/entities/e1?entity_type=account", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET //v1/entities/e1")
+		h.req("POST", "//v1/facts", "", nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches POST //v1/facts")
+		h.req("PATCH", "/v1/facts/", h.keyA, map[string]any{}).wantProblem(t, 405, "method-not-allowed", "Method Not Allowed", "Method PATCH is not allowed on /v1/facts/")
 		h.req("POST", "/v1/entities", h.keyA, `{"type": "account",`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		h.req("POST", "/v1/entities", h.keyA, `[1,2]`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		deep := `{"type":"account","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`

@@ -310,6 +310,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 	in.only("entity_id", "type", "subtype", "timestamp", "data", "source_id", "trace_id", "expected_version")
 	in.require("entity_id")
 	in.require("type")
+	in.positive("expected_version")
 	fi := platform.AppendFactInput{
 		EntityID:        in.str("entity_id"),
 		Type:            in.str("type"),

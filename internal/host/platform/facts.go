@@ -44,6 +44,11 @@ type AppendFactInput struct {
 }
 
 // AppendFact appends one fact through the entity's ledger.
+// MaxFactTime is the latest fact timestamp, 9999-12-31T23:59:59.999Z in
+// ms: projections bucket fact times by four-digit years, and a later fact
+// would be counted by no time window.
+const MaxFactTime = int64(253402300799999)
+
 func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactInput) (*store.Fact, error) {
 	var errs []problem.FieldError
 	if in.EntityID == "" {
@@ -58,8 +63,8 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	if in.Subtype != "" && !factTypeRe.MatchString(in.Subtype) {
 		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeFormat, Message: "subtype must be a lowercase letter, then lowercase letters, digits and underscores"})
 	}
-	if in.Timestamp < 0 {
-		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: "timestamp must be milliseconds since the epoch"})
+	if in.Timestamp < 0 || in.Timestamp > MaxFactTime {
+		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: fmt.Sprintf("timestamp must be milliseconds since the epoch, at most %d (9999-12-31T23:59:59.999Z)", MaxFactTime)})
 	}
 	if in.ExpectedVersion < 0 {
 		errs = append(errs, problem.FieldError{Field: "expected_version", Code: problem.CodeRange, Message: "expected_version must be positive"})
@@ -246,6 +251,9 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		}
 		if nf.Timestamp < 0 {
 			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact with timestamp %d, before the epoch", nf.Type, nf.Timestamp))
+		}
+		if nf.Timestamp > MaxFactTime {
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact with timestamp %d, after the year 9999", nf.Type, nf.Timestamp))
 		}
 		data := nf.Data
 		if len(data) == 0 || string(data) == "null" {

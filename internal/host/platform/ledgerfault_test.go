@@ -29,6 +29,8 @@ func (faulty) Decide(_ context.Context, _ json.RawMessage, cmd ledger.Command) (
 		nf.Data = json.RawMessage(`[{"a":1}]`)
 	case "before_epoch":
 		nf.Timestamp = -5
+	case "after_9999":
+		nf.Timestamp = platform.MaxFactTime + 1
 	case "undeclared":
 		nf.Type = "shoved"
 	case "null":
@@ -57,6 +59,7 @@ func TestLedgerFaultsAreRefusedAsTheLedgers(t *testing.T) {
 			"bytes":        "decided a poked fact whose data is not a JSON object",
 			"list":         "decided a poked fact whose data is not a JSON object",
 			"before_epoch": "decided a poked fact with timestamp -5, before the epoch",
+			"after_9999":   "decided a poked fact with timestamp 253402300800000, after the year 9999",
 			"undeclared":   `decided fact type "shoved", which entity type probe does not declare`,
 		} {
 			_, err := svc.RunCommand(ctx, "t1", e.ID, cmd, json.RawMessage(`{}`), platform.Provenance{})

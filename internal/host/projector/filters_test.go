@@ -126,3 +126,18 @@ func FuzzParseFilters(f *testing.F) {
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// TestTimesBeforeTheEpochSaySo: a well-formed time before the epoch is a
+// range problem that says so, not a claim that it is no time at all.
+func TestTimesBeforeTheEpochSaySo(t *testing.T) {
+	for _, v := range []any{"0001-01-01T00:00:00Z", "1969-12", json.Number("-1"), -5.0} {
+		if _, code, msg := parseTime(v, true); code != problem.CodeRange || !strings.Contains(msg, "before the epoch") {
+			t.Errorf("%v: %s %q, want a range problem about the epoch", v, code, msg)
+		}
+	}
+	for _, v := range []any{"soon", json.Number("1.5"), 1.5, true} {
+		if _, code, _ := parseTime(v, true); code != problem.CodeType {
+			t.Errorf("%v: code %s, want type", v, code)
+		}
+	}
+}

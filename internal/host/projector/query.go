@@ -180,10 +180,10 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 		v := filters[k]
 		switch k {
 		case "from", "to":
-			ms, msg := parseTime(v, k == "from")
+			ms, code, msg := parseTime(v, k == "from")
 			switch {
 			case msg != "":
-				bad(k, problem.CodeType, "%s", msg)
+				bad(k, code, "%s", msg)
 			case k == "from":
 				q.From = ms // 0, the epoch, leaves the start open: no fact is older
 			case ms == 0:
@@ -241,38 +241,45 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02T15", "2006-01-02", "2006-01"}
 
 // parseTime reads a time filter: milliseconds since the epoch, or text.
-// It returns an error message when v is neither. Text finer than a
-// millisecond is rounded up for the start of a range (ceil) and down for
-// its end, so the range never takes in a bucket that starts outside it.
-func parseTime(v any, start bool) (int64, string) {
-	const msg = "must be milliseconds since the epoch or an RFC 3339 / bucket-key time such as 2024-01-15T10:30"
+// It returns the problem code and message when v is neither, or a time
+// before the epoch. Text finer than a millisecond is rounded up for the
+// start of a range (ceil) and down for its end, so the range never takes
+// in a bucket that starts outside it.
+func parseTime(v any, start bool) (ms int64, code, msg string) {
+	const (
+		notATime    = "must be milliseconds since the epoch or an RFC 3339 / bucket-key time such as 2024-01-15T10:30"
+		beforeEpoch = "must not be before the epoch, 1970-01-01T00:00:00Z (no fact is older)"
+	)
+	inRange := func(ms int64) (int64, string, string) {
+		if ms < 0 {
+			return 0, problem.CodeRange, beforeEpoch
+		}
+		return ms, "", ""
+	}
 	switch x := v.(type) {
 	case json.Number:
 		ms, err := strconv.ParseInt(x.String(), 10, 64)
-		if err != nil || ms < 0 {
-			return 0, msg
+		if err != nil {
+			return 0, problem.CodeType, notATime
 		}
-		return ms, ""
+		return inRange(ms)
 	case float64:
-		if x < 0 || x != float64(int64(x)) {
-			return 0, msg
+		if x != float64(int64(x)) {
+			return 0, problem.CodeType, notATime
 		}
-		return int64(x), ""
+		return inRange(int64(x))
 	case string:
 		for _, layout := range timeLayouts {
 			if t, err := time.ParseInLocation(layout, x, time.UTC); err == nil {
 				ms := t.UnixMilli()
-				if ms < 0 {
-					return 0, msg
-				}
-				if start && t.Nanosecond()%int(time.Millisecond) != 0 {
+				if start && ms >= 0 && t.Nanosecond()%int(time.Millisecond) != 0 {
 					ms++
 				}
-				return ms, ""
+				return inRange(ms)
 			}
 		}
 	}
-	return 0, msg
+	return 0, problem.CodeType, notATime
 }
 
 func groupValue(v any) (string, bool) {

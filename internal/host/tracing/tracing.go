@@ -13,8 +13,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -37,8 +39,10 @@ var Propagator = propagation.TraceContext{}
 // os.Getenv in production. Off (the default, or OTEL_SDK_DISABLED=true) it
 // returns a no-op provider; OTEL_TRACES_EXPORTER=otlp exports over
 // OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (and the exporter's other
-// standard variables). shutdown flushes the spans still queued.
-func FromEnv(ctx context.Context, lookup func(string) string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
+// standard variables). shutdown flushes the spans still queued. Export
+// errors, which OpenTelemetry reports through its process-wide handler
+// (by default a plain line from the log package), go to log as warnings.
+func FromEnv(ctx context.Context, lookup func(string) string, log *slog.Logger) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	off := func(context.Context) error { return nil }
 	if strings.EqualFold(strings.TrimSpace(lookup("OTEL_SDK_DISABLED")), "true") {
 		return noop.NewTracerProvider(), off, nil
@@ -73,6 +77,7 @@ func FromEnv(ctx context.Context, lookup func(string) string) (tp trace.TracerPr
 			res = merged
 		}
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("trace export", "err", err) }))
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	return sdk, sdk.Shutdown, nil
 }

@@ -2,12 +2,15 @@ package tracing_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/factline/factline/internal/host/tracing"
+	"github.com/factline/factline/internal/testutil"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -28,9 +31,10 @@ func TestFromEnv(t *testing.T) {
 		{"unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, false, "OTEL_TRACES_EXPORTER=zipkin"},
 		{"grpc", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, false, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"},
 	}
+	var logs testutil.Logs
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tp, shutdown, err := tracing.FromEnv(context.Background(), env(tc.env))
+			tp, shutdown, err := tracing.FromEnv(context.Background(), env(tc.env), logs.Logger())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one naming %s", err, tc.wantErr)
@@ -44,6 +48,13 @@ func TestFromEnv(t *testing.T) {
 			_, isNoop := tp.(noop.TracerProvider)
 			if on := tracing.Tracer(tp) != nil; on != tc.on || isNoop == tc.on {
 				t.Fatalf("provider %T on=%v, want on=%v", tp, on, tc.on)
+			}
+			if tc.on {
+				// Export errors are logged records, not plain lines.
+				otel.Handle(errors.New("collector unreachable"))
+				if got := logs.Take(); !strings.Contains(got, `level=WARN msg="trace export" err="collector unreachable"`) {
+					t.Errorf("an export error logged %q", got)
+				}
 			}
 		})
 	}
