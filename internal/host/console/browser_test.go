@@ -507,6 +507,30 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	// A group value thousands of characters long wraps in the table and
+	// the legend instead of making the page tens of thousands of pixels
+	// wide.
+	t.Run("LongGroupKeepsThePageWidth", func(t *testing.T) {
+		cfg := apiCall(t, base, acmeAdmin, "POST", "/v1/configs", map[string]any{"type": "projection", "name": "notes", "settings": map[string]any{
+			"source": "contact", "factTypes": []string{"note"}, "timeWindow": "day", "groupBy": []string{"data.text"},
+			"aggregations": []map[string]any{{"field": "count", "function": "count"}}, "materialize": true, "storageVersion": 2}})["id"].(string)
+		apiCall(t, base, acmeAdmin, "POST", "/v1/entities", map[string]any{"type": "contact", "id": "wide-c", "status": "active", "name": "w"})
+		apiCall(t, base, acmeAdmin, "POST", "/v1/facts", map[string]any{"entity_id": "wide-c", "type": "note",
+			"timestamp": time.Date(2024, 2, 1, 12, 0, 0, 0, time.UTC).UnixMilli(), "data": map[string]any{"text": strings.Repeat("w", 3000)}})
+		waitFor(t, "the projection to count the note", func() bool {
+			d := apiCall(t, base, acmeAdmin, "POST", "/v1/projections/"+cfg+"/query", map[string]any{"filters": map[string]any{"from": "2024-02-01", "to": "2024-02-02"}})
+			rows, _ := d["results"].([]any)
+			return len(rows) == 1 && d["_meta"].(map[string]any)["ready"] == true
+		})
+		var widths []float64
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/projections?id="+cfg+"&from=2024-02-01T00:00&to=2024-02-02T00:00"),
+			chromedp.WaitVisible("#chart-data tbody tr[data-group]", chromedp.ByQuery),
+			chromedp.Evaluate(`[document.documentElement.scrollWidth, window.innerWidth]`, &widths), shot("projection-long-group"))
+		if len(widths) != 2 || widths[0] > widths[1] {
+			t.Errorf("page %v px wide in a window of %v", widths[0], widths[1])
+		}
+	})
+
 	t.Run("TenantAdminChartsDeliveryLatency", func(t *testing.T) {
 		// Attempts of a past window, appended as the worker records them.
 		from := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -674,6 +698,35 @@ func TestBrowser(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("the key revoked in the console answers %d on the API, want 401", resp.StatusCode)
+		}
+	})
+
+	// A form is sent once: a second submit while the first is on its way
+	// is dropped (a double click made two keys). A page that showed a
+	// secret forgets it as it is left, so the back/forward cache cannot
+	// show it again, and asks the server again when restored from it.
+	t.Run("FormsAreSentOnceAndSecretsLeaveWithThePage", func(t *testing.T) {
+		var prevented []bool
+		var created, after, once, title string
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#create-key", chromedp.ByID),
+			chromedp.Evaluate(`(() => {
+				const f = document.getElementById("create-key");
+				const first = new Event("submit", {cancelable: true, bubbles: true}), second = new Event("submit", {cancelable: true, bubbles: true});
+				f.dispatchEvent(first);
+				f.dispatchEvent(second);
+				return [first.defaultPrevented, second.defaultPrevented];
+			})()`, &prevented),
+			chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#create-key", chromedp.ByID),
+			chromedp.SendKeys("#key-name", "once", chromedp.ByID),
+			chromedp.Submit("#create-key", chromedp.ByID), chromedp.WaitVisible("#new-key", chromedp.ByID), text("#new-key", &created),
+			chromedp.Title(&title),
+			chromedp.Evaluate(`document.body.dataset.once || ""`, &once),
+			chromedp.Evaluate(`window.dispatchEvent(new PageTransitionEvent("pagehide")); document.getElementById("new-key").textContent`, &after))
+		if fmt.Sprint(prevented) != "[false true]" {
+			t.Errorf("submit events prevented %v, want the second only", prevented)
+		}
+		if !strings.HasPrefix(created, "fl_") || after != "" || once != "1" || title != "Factline console: New API key" {
+			t.Errorf("key %q, after leaving %q, once %q, title %q", created, after, once, title)
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"html/template"
 	"io"
 	"io/fs"
@@ -187,6 +188,12 @@ func (c *Console) auth(write bool, h handler) fiber.Handler {
 			if !write && gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
 				return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
 			}
+			// A page a navigation link loads in place (htmx, Accept */*)
+			// is a page read too: htmx follows HX-Redirect whatever the
+			// status.
+			if !write && fc.Get("HX-Request") == "true" {
+				fc.Set("HX-Redirect", Prefix+"/sign-in")
+			}
 			return problem.New(problem.Unauthorized, "Sign in to the console first")
 		}
 		if err != nil {
@@ -233,8 +240,19 @@ func (c *Console) clearCookie(fc *fiber.Ctx) {
 		HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode, Secure: fc.Protocol() == "https"})
 }
 
+// pageTitles name the views in the browser's title bar and history.
+var pageTitles = map[string]string{
+	"all-projections": "All projections", "dead-letters": "Dead letters", "deliveries": "Deliveries",
+	"delivery-stats": "Delivery stats", "delivery": "Delivery", "domain": "Domain", "keys": "API keys",
+	"new-key": "New API key", "plugins": "Plugins", "projections": "Projections",
+	"replay-all": "Replay dead letters", "secret": "New signing secret", "sign-in": "Sign in",
+	"stream": "Stream", "webhook-archive": "Archive webhook", "webhook-form": "Webhook",
+	"webhook-secret": "Webhook saved", "webhooks": "Webhooks",
+}
+
 // page is what every template gets.
 type page struct {
+	Name     string // the template's
 	Title    string
 	Session  *session
 	Operator bool
@@ -251,7 +269,10 @@ func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, dat
 		// A refusal the console made itself is logged under this request.
 		perr.TraceID = gateway.RequestID(fc)
 	}
-	p := page{Title: name, Session: s, Data: data, Problem: perr, Notice: s.notice(fc)}
+	p := page{Name: name, Title: pageTitles[name], Session: s, Data: data, Problem: perr, Notice: s.notice(fc)}
+	if perr != nil && p.Title == "" {
+		p.Title = fmt.Sprintf("%d %s", perr.Status, perr.Title)
+	}
 	if s != nil {
 		p.Operator, p.CSRF, p.Tenant, p.Mode = c.isOperator(s), s.csrf, s.principal.TenantID, s.principal.Mode
 	}

@@ -277,8 +277,21 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 			t.Errorf("API client, %s without a session: %d %s %s, want a 401 problem", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
 		}
 	}
+	// A navigation link htmx loads in place asks for */*: it is told to
+	// go to the sign-in page.
+	hx := httptest.NewRequest("GET", "/console/deliveries", nil)
+	hx.Header.Set("HX-Request", "true")
+	hx.Header.Set("Accept", "*/*")
+	resp, err := a.Server.App().Test(hx, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("HX-Redirect") != "/console/sign-in" {
+		t.Errorf("htmx navigation without a session: %d, HX-Redirect %q, want a 401 sending it to sign in", resp.StatusCode, resp.Header.Get("HX-Redirect"))
+	}
 	// Outside the console a browser still gets problem+json.
-	resp := send("GET", "/v1/no-such-route", "", browser, nil)
+	resp = send("GET", "/v1/no-such-route", "", browser, nil)
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 		t.Fatalf("/v1 for a browser: %s, want problem+json", resp.Header.Get("Content-Type"))
 	}

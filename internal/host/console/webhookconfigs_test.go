@@ -86,7 +86,7 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 		"url": {"https://hooks.example.com/won"}, "triggers": {"outcome.deal_won, outcome.deal_lost note.added"},
 		"new_secret": {"yes"}, "max_attempts": {"3"}, "timeout_seconds": {""}}), cookie)
 	page := body(t, resp)
-	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
+	secret := regexp.MustCompile(`<code data-secret id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
 	if resp.StatusCode != http.StatusOK || secret == nil {
 		t.Fatalf("create: %d %s", resp.StatusCode, page)
 	}
@@ -103,6 +103,11 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 	}
 	if row := webhookRow(t, a, cookie, id); strings.Contains(row, secret[1]) || !strings.Contains(row, "<td>1</td>") {
 		t.Errorf("row after create (the secret must not show again): %s", row)
+	}
+	// A name within prose is isolated: a right-to-left override in it
+	// would reorder the text after it.
+	if list := body(t, do(t, a, "GET", "/console/webhooks", cookie, nil)); !strings.Contains(list, " for <bdi>won deals</bdi>)") {
+		t.Errorf("the secret references do not isolate the config's name:\n%s", list)
 	}
 
 	// Edit: prefilled from version 1, saved as version 2.
@@ -240,7 +245,7 @@ func TestWebhookFormShowsValidationProblems(t *testing.T) {
 	resp = reveal(t, a, do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"typed name"},
 		"url": {"https://hooks.example.com/ok"}, "triggers": {"outcome.deal_won"}, "new_secret": {"yes"}}), cookie)
 	page = body(t, resp)
-	secret := regexp.MustCompile(`<code id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
+	secret := regexp.MustCompile(`<code data-secret id="secret">(whsec_[^<]+)</code>`).FindStringSubmatch(page)
 	if resp.StatusCode != http.StatusOK || secret == nil {
 		t.Fatalf("fixed webhook: %d %s", resp.StatusCode, page)
 	}
