@@ -379,6 +379,11 @@ func (c *Console) signIn(fc *fiber.Ctx) error {
 	key := strings.TrimSpace(fc.FormValue("key"))
 	token, s, err := c.create(ctx, key)
 	if errors.Is(err, auth.ErrInvalidKey) {
+		// A browser gets the form again, with the refusal; any other
+		// client the problem, as every console refusal.
+		if !gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
+			return problem.New(problem.Unauthorized, "Invalid or missing API key")
+		}
 		return c.render(fc, nil, fiber.StatusUnauthorized, "sign-in", nil,
 			&apiError{Status: 401, Title: "Unauthorized", Detail: "Invalid or missing API key"})
 	}

@@ -166,10 +166,16 @@ func TestSessionCookieFlags(t *testing.T) {
 
 func TestSignInWithBadKeyIsRefused(t *testing.T) {
 	a := setup(t, app.Config{})
-	resp := do(t, a, "POST", "/console/sign-in", "", url.Values{"key": {"fl_live_" + strings.Repeat("x", 43)}})
+	form := url.Values{"key": {"fl_live_" + strings.Repeat("x", 43)}}
+	resp := doAccepting(t, a, "POST", "/console/sign-in", "", form, "text/html")
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "Invalid or missing API key") {
-		t.Fatalf("sign in with an unknown key: %d %s", resp.StatusCode, b)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "Invalid or missing API key") || !strings.Contains(string(b), `id="key"`) {
+		t.Fatalf("a browser signing in with an unknown key: %d %s, want the form with the refusal", resp.StatusCode, b)
+	}
+	resp = do(t, a, "POST", "/console/sign-in", "", form)
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") || !strings.Contains(string(b), "Invalid or missing API key") {
+		t.Fatalf("a client signing in with an unknown key: %d %s %s, want a 401 problem", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	if len(resp.Cookies()) != 0 {
 		t.Errorf("cookies set on a refused sign-in: %v", resp.Cookies())
