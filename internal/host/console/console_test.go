@@ -593,6 +593,14 @@ func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
 	if row == nil || strings.Contains(string(list), key) {
 		t.Fatalf("the keys view lacks the new key's row or shows the key itself:\n%s", list)
 	}
+	// A refused create shows the view again, the refusal beside the form
+	// and what was typed kept.
+	long := strings.Repeat("n", 201)
+	resp = do(t, a, "POST", "/console/keys", cookie, url.Values{"csrf": {csrf}, "mode": {"test"}, "name": {long}})
+	if page := read(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, `id="problem"`) ||
+		!strings.Contains(page, `value="`+long+`"`) || !strings.Contains(page, `<option value="test" selected>`) || !strings.Contains(page, `id="keys"`) {
+		t.Fatalf("a refused create: %d, want the keys view with the refusal and the form as typed:\n%s", resp.StatusCode, page)
+	}
 	// Revoking asks for its box to be ticked first.
 	resp = do(t, a, "POST", "/console/keys/"+string(row[1])+"/revoke", cookie, url.Values{"csrf": {csrf}})
 	if page := read(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "Tick the box to confirm revoking key") {

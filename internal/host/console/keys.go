@@ -26,11 +26,22 @@ func (c *Console) keysPage(fc *fiber.Ctx, s *session) error {
 func (c *Console) createKey(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
-	body, _ := json.Marshal(map[string]string{"mode": strings.TrimSpace(fc.FormValue("mode")), "name": strings.TrimSpace(fc.FormValue("name"))})
+	form := map[string]string{"mode": strings.TrimSpace(fc.FormValue("mode")), "name": strings.TrimSpace(fc.FormValue("name"))}
+	body, _ := json.Marshal(form)
 	var out map[string]any
 	err := c.call(ctx, s, http.MethodPost, "/v1/admin/keys", "application/json", body, &out)
 	var pe *apiError
-	if errors.As(err, &pe) || err != nil {
+	if errors.As(err, &pe) && pe.Status == http.StatusBadRequest {
+		// Something to fix in the form: the view again, the refusal
+		// beside the form and what was typed kept.
+		var list map[string]any
+		if lerr := c.call(ctx, s, http.MethodGet, "/v1/admin/keys", "", nil, &list); lerr != nil {
+			return c.done(fc, s, "/keys", "", lerr)
+		}
+		list["form"] = form
+		return c.render(fc, s, pe.Status, "keys", list, pe)
+	}
+	if err != nil {
 		return c.done(fc, s, "/keys", "", err)
 	}
 	return c.reveal(fc, s, "new-key", out)
