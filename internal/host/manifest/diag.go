@@ -150,6 +150,15 @@ func (c *checker) syntax(err error, src []byte) {
 			if strings.Contains(msg, "did not find expected") {
 				line++
 			}
+			// For a key it reports where the enclosing mapping starts;
+			// the line at fault is the first one the document cannot
+			// take.
+			if strings.Contains(msg, "did not find expected key") {
+				if at := firstBadLine(src, line); at > 0 {
+					msg += fmt.Sprintf(" (in the mapping that starts at line %d)", line)
+					line = at
+				}
+			}
 		}
 	} else {
 		msg = "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")
@@ -318,4 +327,25 @@ func distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// firstBadLine is the first line after from such that the document up to
+// and including it no longer parses, or 0 when the whole document parses
+// up to every line. A prefix that fails stays failing as lines are added
+// (the bad token is in it), so a binary search finds the line in a few
+// parses, whatever the file's length.
+func firstBadLine(src []byte, from int) int {
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	if from >= len(lines) {
+		return 0
+	}
+	fails := func(k int) bool {
+		var n yaml.Node
+		return yaml.Unmarshal(bytes.Join(lines[:k], nil), &n) != nil
+	}
+	k := from + 1 + sort.Search(len(lines)-from, func(i int) bool { return fails(from + 1 + i) })
+	if k > len(lines) {
+		return 0
+	}
+	return k
 }
