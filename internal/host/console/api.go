@@ -39,9 +39,16 @@ func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.
 // envelope's data into out (when not nil). A problem answer is an
 // *apiError.
 func (c *Console) call(ctx context.Context, s *session, method, path, contentType string, body []byte, out any) error {
+	_, err := c.callStatus(ctx, s, method, path, contentType, body, out)
+	return err
+}
+
+// callStatus is call that also returns the API's status, for writes whose
+// 200 and 201 mean different things (an install of what already serves).
+func (c *Console) callStatus(ctx context.Context, s *session, method, path, contentType string, body []byte, out any) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://console.internal"+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("console: build %s %s: %w", method, path, err)
+		return 0, fmt.Errorf("console: build %s %s: %w", method, path, err)
 	}
 	req.Header.Set(gateway.HeaderAPIKey, s.key)
 	if contentType != "" {
@@ -49,31 +56,31 @@ func (c *Console) call(ctx context.Context, s *session, method, path, contentTyp
 	}
 	resp, err := c.opts.API(req)
 	if err != nil {
-		return fmt.Errorf("console: %s %s: %w", method, path, err)
+		return 0, fmt.Errorf("console: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("console: read %s %s: %w", method, path, err)
+		return 0, fmt.Errorf("console: read %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 400 {
 		pe := &apiError{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode)}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 			_ = json.Unmarshal(raw, pe)
 		}
-		return pe
+		return resp.StatusCode, pe
 	}
 	if out == nil {
-		return nil
+		return resp.StatusCode, nil
 	}
 	var env struct {
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("console: decode %s %s: %w", method, path, err)
+		return resp.StatusCode, fmt.Errorf("console: decode %s %s: %w", method, path, err)
 	}
 	if err := json.Unmarshal(env.Data, out); err != nil {
-		return fmt.Errorf("console: decode %s %s: %w", method, path, err)
+		return resp.StatusCode, fmt.Errorf("console: decode %s %s: %w", method, path, err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }

@@ -255,6 +255,15 @@ func TestBrowser(t *testing.T) {
 		if !strings.Contains(notice, "rolled back") {
 			t.Errorf("notice after roll back %q", notice)
 		}
+		// Uploading the bytes that serve changes nothing, and says so.
+		run(t, signIn(operator), chromedp.WaitVisible("#plugins", chromedp.ByID),
+			chromedp.SendKeys("#name", "ledger", chromedp.ByID), chromedp.SetUploadFiles("#module", []string{ledgerV1}, chromedp.ByID),
+			chromedp.Submit("#upload", chromedp.ByID),
+			// The signed-in page has no notice: the one that shows is the answer's.
+			chromedp.WaitVisible("#notice", chromedp.ByID), text("#notice", &notice))
+		if notice != "Plugin ledger 1.0.0 is the version serving already; nothing changed" {
+			t.Errorf("notice after uploading the version that serves: %q", notice)
+		}
 		// The API agrees: the console wrote through it.
 		for _, it := range apiCall(t, base, operator, "GET", "/v1/admin/plugins", nil)["items"].([]any) {
 			if m := it.(map[string]any); m["name"] == "ledger" && m["version"] != "1.0.0" {

@@ -457,8 +457,15 @@ func (c *Console) uploadPlugin(fc *fiber.Ctx, s *session) error {
 	if err != nil {
 		return problem.Wrap(problem.BadRequest, "The uploaded file cannot be read", err)
 	}
-	err = c.call(ctx, s, http.MethodPut, "/v1/admin/plugins/"+url.PathEscape(name), "application/wasm", module, nil)
-	return c.done(fc, s, "/plugins", "Plugin "+name+" installed", err)
+	var info struct {
+		Version string `json:"version"`
+	}
+	status, err := c.callStatus(ctx, s, http.MethodPut, "/v1/admin/plugins/"+url.PathEscape(name), "application/wasm", module, &info)
+	notice := "Plugin " + name + " " + info.Version + " installed"
+	if status == http.StatusOK {
+		notice = "Plugin " + name + " " + info.Version + " is the version serving already; nothing changed"
+	}
+	return c.done(fc, s, "/plugins", notice, err)
 }
 
 func (c *Console) rollbackPlugin(fc *fiber.Ctx, s *session) error {
