@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -229,12 +231,7 @@ func (m *Manager) Pending(name string) bool {
 func (m *Manager) PendingNames() []string {
 	m.pmu.Lock()
 	defer m.pmu.Unlock()
-	out := make([]string, 0, len(m.pending))
-	for n := range m.pending {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m.pending))
 }
 
 // Loaded reports whether the start-up loading has finished.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -135,12 +136,7 @@ func (r *Runner) Set(subs []manifest.Subscription) {
 func (r *Runner) Running() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	names := make([]string, 0, len(r.running))
-	for n := range r.running {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(r.running))
 }
 
 // reconcileLocked starts and stops consumers until one runs per
