@@ -518,8 +518,15 @@ func TestBrowser(t *testing.T) {
 
 	// A group value thousands of characters long wraps in the table and
 	// the legend instead of making the page tens of thousands of pixels
-	// wide.
+	// wide; so does a key's name of the longest kind.
 	t.Run("LongGroupKeepsThePageWidth", func(t *testing.T) {
+		apiCall(t, base, acmeAdmin, "POST", "/v1/admin/keys", map[string]any{"mode": "test", "name": strings.Repeat("k", 200)})
+		var keysWidths []float64
+		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#keys", chromedp.ByID),
+			chromedp.Evaluate(`[document.documentElement.scrollWidth, window.innerWidth]`, &keysWidths))
+		if len(keysWidths) != 2 || keysWidths[0] > keysWidths[1] {
+			t.Errorf("keys page %v px wide in a window of %v", keysWidths[0], keysWidths[1])
+		}
 		cfg := apiCall(t, base, acmeAdmin, "POST", "/v1/configs", map[string]any{"type": "projection", "name": "notes", "settings": map[string]any{
 			"source": "contact", "factTypes": []string{"note"}, "timeWindow": "day", "groupBy": []string{"data.text"},
 			"aggregations": []map[string]any{{"field": "count", "function": "count"}}, "materialize": true, "storageVersion": 2}})["id"].(string)

@@ -589,7 +589,7 @@ func TestTenantAdminCreatesAndRevokesKey(t *testing.T) {
 		t.Fatalf("the new key on the API: %d", code)
 	}
 	list, _ := io.ReadAll(do(t, a, "GET", "/console/keys", cookie, nil).Body)
-	row := regexp.MustCompile(`<tr data-key="([^"]+)">\s*<td><code>[^<]+</code></td><td>ci</td><td>live</td>`).FindSubmatch(list)
+	row := regexp.MustCompile(`<tr data-key="([^"]+)">\s*<td><code>[^<]+</code></td><td class="wrap">ci</td><td>live</td>`).FindSubmatch(list)
 	if row == nil || strings.Contains(string(list), key) {
 		t.Fatalf("the keys view lacks the new key's row or shows the key itself:\n%s", list)
 	}

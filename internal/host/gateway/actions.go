@@ -39,6 +39,7 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 	in := &input{m: m}
 	in.only("entityId", "factType", "data", "subtype", "timestamp", "source_id")
 	in.require("data")
+	in.positive("timestamp")
 	entityID, fromPath := entityParam(r, params)
 	if !fromPath {
 		in.require("entityId")

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -22,29 +21,6 @@ const (
 	CommandInputDepth = 32
 	CommandInputKeys  = 1000
 )
-
-// Bounds on a raw fact's data (POST /v1/facts), a command input's: the
-// fact reaches every subscription handler and state-dependent ledger, and
-// a document one of them cannot read would stall it on that fact.
-const (
-	FactDataDepth = CommandInputDepth
-	FactDataKeys  = CommandInputKeys
-)
-
-// checkFactData refuses fact data nested deeper (data itself is level 1)
-// or with more object members than the bounds.
-func checkFactData(depth, keys int) error {
-	var msg string
-	switch {
-	case depth > FactDataDepth:
-		msg = fmt.Sprintf("data nests deeper than %d levels", FactDataDepth)
-	case keys > FactDataKeys:
-		msg = fmt.Sprintf("data has more than %d keys", FactDataKeys)
-	default:
-		return nil
-	}
-	return problem.Validation([]problem.FieldError{{Field: "data", Code: problem.CodeRange, Message: msg}})
-}
 
 // entityCommand serves the routes ledgers declare for their entities,
 // mounted as <method> /v1/entities/:id/<path> (for example

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/ledger"
+	"github.com/factline/factline/internal/host/platform"
 )
 
 // stored is what a refused write must leave unchanged: every entity of
@@ -273,11 +273,11 @@ func TestRawFactDataIsBoundedLikeCommandInput(t *testing.T) {
 		}
 		return b.String() + "}"
 	}
-	h.req("POST", "/v1/facts", h.keyA, fact(deep(gateway.FactDataDepth))).wantStatus(t, 201)
-	h.req("POST", "/v1/facts", h.keyA, fact(wide(gateway.FactDataKeys))).wantStatus(t, 201)
+	h.req("POST", "/v1/facts", h.keyA, fact(deep(platform.MaxFactDataDepth))).wantStatus(t, 201)
+	h.req("POST", "/v1/facts", h.keyA, fact(wide(platform.MaxFactDataKeys))).wantStatus(t, 201)
 	for _, tc := range []struct{ name, data, says string }{
-		{"too deep", deep(gateway.FactDataDepth + 1), "data nests deeper than 32 levels"},
-		{"too many members", wide(gateway.FactDataKeys + 1), "data has more than 1000 keys"},
+		{"too deep", deep(platform.MaxFactDataDepth + 1), "data nests deeper than 32 levels"},
+		{"too many members", wide(platform.MaxFactDataKeys + 1), "data has more than 1000 keys"},
 	} {
 		r := h.req("POST", "/v1/facts", h.keyA, fact(tc.data))
 		r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")

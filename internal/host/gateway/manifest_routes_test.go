@@ -180,6 +180,19 @@ func TestActionEmit(t *testing.T) {
 		h.req("POST", "/v1/accounts/ent_nope/deposits", h.keyA, map[string]any{"data": map[string]any{}}).wantProblem(t, 404, "not-found", "Not Found", "Entity ent_nope not found")
 		h.req("POST", "/v1/accounts/"+id+"/deposits", h.keyB, map[string]any{"data": map[string]any{}}).wantProblem(t, 404, "not-found", "Not Found", "Entity "+id+" not found")
 		h.req("POST", "/v1/accounts/"+id+"/deposits", h.keyA, `{"data":`).wantProblem(t, 400, "bad-request", "Bad Request", "")
+		// A path with an empty segment is no route, a manifest's included.
+		h.req("POST", "//v1/accounts/"+id+"/deposits", h.keyA, map[string]any{"data": map[string]any{"amount": 1}}).
+			wantProblem(t, 404, "not-found", "Not Found", "No route matches POST //v1/accounts/"+id+"/deposits")
+		h.req("GET", "/v1/entities/"+id+"//budget", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/entities/"+id+"//budget")
+		// Emitted facts are raw facts: held to the same bounds on data,
+		// and a timestamp of 0 is no time.
+		deep := `{"data":{"amount":1,"x":` + strings.Repeat("[", platform.MaxFactDataDepth) + strings.Repeat("]", platform.MaxFactDataDepth) + `}}`
+		if r := h.req("POST", "/v1/accounts/"+id+"/deposits", h.keyA, deep); r.status != 400 || r.fieldErrors()["data"] != "range" {
+			t.Fatalf("emit with data too deep: %d %s", r.status, r.raw)
+		}
+		if r := h.req("POST", "/v1/accounts/"+id+"/deposits", h.keyA, map[string]any{"data": map[string]any{"amount": 1}, "timestamp": 0}); r.status != 400 || r.fieldErrors()["timestamp"] != "range" {
+			t.Fatalf("emit at timestamp 0: %d %s", r.status, r.raw)
+		}
 	})
 }
 

@@ -334,6 +334,10 @@ func TestFacts(t *testing.T) {
 			t.Fatalf("timestamp after 9999: %d %s", r.status, r.raw)
 		}
 		h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "timestamp": platform.MaxFactTime}).wantStatus(t, 201)
+		// 0 would be read as "now": refused, as leaving it out means that.
+		if r := h.req("POST", "/v1/facts", h.keyA, map[string]any{"entity_id": id, "type": "deposit", "data": map[string]any{"amount": "1"}, "timestamp": 0}); r.status != 400 || r.fieldErrors()["timestamp"] != "range" {
+			t.Fatalf("timestamp 0: %d %s", r.status, r.raw)
+		}
 		h.req("GET", "/v1/facts/fct_missing", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "Fact fct_missing not found")
 	})
 }
@@ -389,6 +393,10 @@ func TestConfigs(t *testing.T) {
 		}
 		h.req("PUT", "/v1/configs/"+id, h.keyA, map[string]any{"version": 1, "settings": map[string]any{}}).
 			wantProblem(t, 409, "conflict", "Conflict", "Config "+id+" is at version 2, not 1")
+		// No config is at version 0: asking for it is a mistake, not "no check".
+		if r := h.req("PUT", "/v1/configs/"+id, h.keyA, map[string]any{"version": 0, "settings": map[string]any{}}); r.status != 400 || r.fieldErrors()["version"] != "range" {
+			t.Fatalf("version 0: %d %s", r.status, r.raw)
+		}
 		vs := h.req("GET", "/v1/configs/"+id+"/versions", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)
 		if len(vs) != 2 {
 			t.Fatalf("versions %v", vs)
@@ -527,6 +535,20 @@ func TestHostErrors(t *testing.T) {
 			}
 		}
 		h.req("POST", "/v1/entities", h.keyA, `{"type":"account","id":"plain","name":"A","status":"active","subtype":"customer"}`, "Content-Encoding", "identity").wantStatus(t, 201)
+		// Every value counts, in one header or repeated: fiber inflates by
+		// one that a check reading the first would miss.
+		h.req("POST", "/v1/entities", h.keyA, gz.String(), "Content-Encoding", "identity, gzip").
+			wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "Content-Encoding gzip is not accepted: send the request body uncompressed")
+		twice := httptest.NewRequest("POST", "/v1/entities", strings.NewReader(gz.String()))
+		twice.Header.Set("Content-Type", "application/json")
+		twice.Header.Set("X-API-Key", h.keyA)
+		twice.Header.Add("Content-Encoding", "identity")
+		twice.Header.Add("Content-Encoding", "gzip")
+		resp, err := h.srv.App().Test(twice, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decode(t, "POST", "/v1/entities", resp).wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "Content-Encoding gzip is not accepted: send the request body uncompressed")
 		// fiber's in-memory test transport refuses oversized bodies itself,
 		// so this one goes over a real loopback connection.
 		big := `{"type":"account","name":"` + strings.Repeat("x", 70<<10) + `"}`

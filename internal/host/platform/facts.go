@@ -43,12 +43,22 @@ type AppendFactInput struct {
 	ExpectedVersion int64
 }
 
-// AppendFact appends one fact through the entity's ledger.
 // MaxFactTime is the latest fact timestamp, 9999-12-31T23:59:59.999Z in
 // ms: projections bucket fact times by four-digit years, and a later fact
 // would be counted by no time window.
 const MaxFactTime = int64(253402300799999)
 
+// Bounds on a raw fact's data, a ledger command input's: nesting (data
+// itself is level 1) and object members at every level. A raw fact
+// reaches every subscription handler and state-dependent ledger, and a
+// document one of them cannot read would stall it on that fact.
+const (
+	MaxFactDataDepth = 32
+	MaxFactDataKeys  = 1000
+)
+
+// AppendFact appends one fact through the entity's ledger, on every path
+// a client appends by (POST /v1/facts, a manifest's emit routes).
 func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactInput) (*store.Fact, error) {
 	var errs []problem.FieldError
 	if in.EntityID == "" {
@@ -69,6 +79,13 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	if in.ExpectedVersion < 0 {
 		errs = append(errs, problem.FieldError{Field: "expected_version", Code: problem.CodeRange, Message: "expected_version must be positive"})
 	}
+	var keys int
+	switch depth := shapeOf(in.Data, 0, &keys); {
+	case depth > MaxFactDataDepth:
+		errs = append(errs, problem.FieldError{Field: "data", Code: problem.CodeRange, Message: fmt.Sprintf("data nests deeper than %d levels", MaxFactDataDepth)})
+	case keys > MaxFactDataKeys:
+		errs = append(errs, problem.FieldError{Field: "data", Code: problem.CodeRange, Message: fmt.Sprintf("data has more than %d keys", MaxFactDataKeys)})
+	}
 	if len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
@@ -81,6 +98,10 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 		return nil, storeErr("append fact", fmt.Errorf("stored entity %s has undeclared type %q", e.ID, e.Type))
 	}
 	if !t.AllowsFact(in.Type) {
+		// A stored change not applied here yet may declare it.
+		if s.modelBehind != nil && s.modelBehind() {
+			return nil, modelUpdating(fmt.Sprintf("Fact type %s is not declared for entity type %s here yet", in.Type, t.Name))
+		}
 		return nil, problem.Validation([]problem.FieldError{{Field: "type", Code: problem.CodeEnum,
 			Message: fmt.Sprintf("fact type %s is not declared by entity type %s", in.Type, t.Name)}})
 	}
@@ -496,4 +517,24 @@ func endStore(span trace.Span, err error) {
 		err = nil
 	}
 	tracing.End(span, err)
+}
+
+// shapeOf returns how deep v nests below depth (a map or slice is one
+// level more) and adds the members of every map in it to keys.
+func shapeOf(v any, depth int, keys *int) int {
+	deepest := depth
+	switch x := v.(type) {
+	case map[string]any:
+		*keys += len(x)
+		deepest = depth + 1
+		for _, e := range x {
+			deepest = max(deepest, shapeOf(e, depth+1, keys))
+		}
+	case []any:
+		deepest = depth + 1
+		for _, e := range x {
+			deepest = max(deepest, shapeOf(e, depth+1, keys))
+		}
+	}
+	return deepest
 }

@@ -81,6 +81,11 @@ func TestLedgerFaultsAreRefusedAsTheLedgers(t *testing.T) {
 		if !errors.As(err, &pe) || pe.Kind != problem.Unavailable || pe.Headers["Retry-After"] != "2" || !strings.Contains(pe.Detail, "Fact type shoved is not declared for entity type probe here yet") {
 			t.Errorf("undeclared fact type with the model behind: %v, want a 503 to retry", err)
 		}
+		// So is a raw fact of that type.
+		_, err = behind.AppendFact(ctx, "t1", platform.AppendFactInput{EntityID: e.ID, Type: "shoved"})
+		if !errors.As(err, &pe) || pe.Kind != problem.Unavailable || pe.Headers["Retry-After"] != "2" {
+			t.Errorf("raw fact of an undeclared type with the model behind: %v, want a 503 to retry", err)
+		}
 		assertNoFacts(t, svc, e.ID)
 		out, err := svc.RunCommand(ctx, "t1", e.ID, "null", json.RawMessage(`{}`), platform.Provenance{})
 		if err != nil || len(out.Facts) != 1 || string(out.Facts[0].Data) != "{}" {
