@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -136,8 +137,10 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 }
 
 // syntax turns a yaml.v3 error ("yaml: line 3: ...") into a diagnostic.
-// yaml.v3 gives no column, so a syntax error points at the line's start;
-// errors without a line are located in src where possible, else at 1:1.
+// yaml.v3 gives no column, and for an error inside a construct it gives
+// the line where the construct starts; the line at fault is found again
+// (firstBadLine) and the column read from its text (syntaxColumn).
+// Errors without a line are located in src where possible, else at 1:1.
 func (c *checker) syntax(err error, src []byte) {
 	msg := err.Error()
 	line, col := 0, 1
@@ -150,15 +153,23 @@ func (c *checker) syntax(err error, src []byte) {
 			if strings.Contains(msg, "did not find expected") {
 				line++
 			}
-			// For a key it reports where the enclosing mapping starts;
-			// the line at fault is the first one the document cannot
-			// take.
-			if strings.Contains(msg, "did not find expected key") {
-				if at := firstBadLine(src, line); at > 0 {
+			// Inside a construct it reports where the construct starts
+			// (the enclosing mapping of a missing key, for one); the line
+			// at fault is the first one the document cannot take.
+			if at := firstBadLine(src, line-1); at > line {
+				switch {
+				case strings.Contains(msg, "did not find expected key"):
 					msg += fmt.Sprintf(" (in the mapping that starts at line %d)", line)
-					line = at
+				case strings.Contains(msg, "did not find expected '-'"):
+					msg += fmt.Sprintf(" (in the sequence that starts at line %d)", line)
 				}
+				line = at
 			}
+			// At the end of the input it may name the line after the last.
+			if n := lineCount(src); line > n {
+				line = n
+			}
+			col = syntaxColumn(lineText(src, line), msg)
 		}
 	} else {
 		msg = "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")
@@ -173,6 +184,81 @@ func (c *checker) syntax(err error, src []byte) {
 		line, col = 1, 1
 	}
 	c.diags = append(c.diags, Diagnostic{File: c.file, Line: line, Column: col, Message: msg})
+}
+
+// lineText is line n (1-based) of src without its line break, or "".
+func lineText(src []byte, n int) string {
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return strings.TrimRight(string(lines[n-1]), "\r\n")
+}
+
+// lineCount is the number of lines in src, a final line break ending the
+// last line rather than starting another.
+func lineCount(src []byte) int {
+	n := bytes.Count(src, []byte("\n"))
+	if len(src) > 0 && src[len(src)-1] != '\n' {
+		n++
+	}
+	return n
+}
+
+// syntaxColumn is the column (1-based, in characters) of what a yaml.v3
+// syntax error of message msg most likely stands for in text, the line it
+// is on: a tab or a character no token starts with, a second ': ' on the
+// line, an opening quote or bracket never closed, else the line's first
+// character that is not a space. 1 when the line gives no clue.
+func syntaxColumn(text, msg string) int {
+	at := -1
+	startsToken := func(i int) bool {
+		return i == 0 || strings.ContainsRune(" \t[{,:-", rune(text[i-1]))
+	}
+	lastAtTokenStart := func(chars string) int {
+		for i := len(text) - 1; i >= 0; i-- {
+			if strings.IndexByte(chars, text[i]) >= 0 && startsToken(i) {
+				return i
+			}
+		}
+		return -1
+	}
+	switch {
+	case strings.Contains(msg, "cannot start any token") || strings.Contains(msg, "tab"):
+		if i := strings.IndexByte(text, '\t'); i >= 0 && strings.TrimLeft(text[:i], " ") == "" {
+			at = i
+			break
+		}
+		for i := range len(text) {
+			if (text[i] == '@' || text[i] == '`' || text[i] == '\t') && startsToken(i) {
+				at = i
+				break
+			}
+		}
+	case strings.Contains(msg, "mapping values are not allowed"):
+		sep := func(from int) int {
+			for i := from; i < len(text); i++ {
+				if text[i] == ':' && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\t') {
+					return i
+				}
+			}
+			return -1
+		}
+		if first := sep(0); first >= 0 {
+			at = sep(first + 1)
+		}
+	case strings.Contains(msg, "end of stream") || strings.Contains(msg, "quoted scalar"):
+		at = lastAtTokenStart(`"'`)
+	case strings.Contains(msg, "expected ',' or") || strings.Contains(msg, "expected node content"):
+		at = lastAtTokenStart("[{")
+	}
+	if at < 0 {
+		at = len(text) - len(strings.TrimLeft(text, " "))
+		if at == len(text) {
+			return 1
+		}
+	}
+	return utf8.RuneCountInString(text[:at]) + 1
 }
 
 // field is one key/value pair of a mapping.
@@ -329,14 +415,17 @@ func distance(a, b string) int {
 	return prev[len(b)]
 }
 
-// firstBadLine is the first line after from such that the document up to
+// firstBadLine is the first line after line from such that the document up to
 // and including it no longer parses, or 0 when the whole document parses
 // up to every line. A prefix that fails stays failing as lines are added
 // (the bad token is in it), so a binary search finds the line in a few
 // parses, whatever the file's length.
 func firstBadLine(src []byte, from int) int {
 	lines := bytes.SplitAfter(src, []byte("\n"))
-	if from >= len(lines) {
+	if len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1] // the final line break starts no line
+	}
+	if from < 0 || from >= len(lines) {
 		return 0
 	}
 	fails := func(k int) bool {
@@ -344,7 +433,9 @@ func firstBadLine(src []byte, from int) int {
 		return yaml.Unmarshal(bytes.Join(lines[:k], nil), &n) != nil
 	}
 	k := from + 1 + sort.Search(len(lines)-from, func(i int) bool { return fails(from + 1 + i) })
-	if k > len(lines) {
+	// A construct spanning lines (a flow collection, a quoted scalar) can
+	// make a shorter prefix fail too; then the search proves nothing.
+	if k > len(lines) || (k-1 > from && fails(k-1)) {
 		return 0
 	}
 	return k

@@ -28,7 +28,14 @@ func TestUnparsableManifestsHavePositions(t *testing.T) {
 		{"undefined alias", head + "# *a in a comment\nx: [1, *a]\n", "4:8: YAML syntax error: unknown anchor 'a' referenced"},
 		{"undefined alias at the start", "*a\n", "1:1: YAML syntax error: unknown anchor 'a' referenced"},
 		{"second document", head + "---\nname: h\n", "3:1: a manifest file holds one YAML document; a second starts here"},
-		{"second document of garbage", head + "---\n  garbage: {\n", "5:1: YAML syntax error: did not find expected node content"},
+		{"second document of garbage", head + "---\n  garbage: {\n", "4:12: YAML syntax error: did not find expected node content"},
+		{"tab as indentation", head + "x:\n  a: 1\n\tb: 2\n", "5:1: YAML syntax error: found a tab character that violates indentation"},
+		{"character no token starts with", head + "x: @a\n", "3:4: YAML syntax error: found character that cannot start any token"},
+		{"second mapping value on a line", head + "x: a: b\n", "3:5: YAML syntax error: mapping values are not allowed in this context"},
+		{"quote never closed", head + "x: [a, \"b]\ny: 1\n", "3:8: YAML syntax error: found unexpected end of stream"},
+		{"bracket never closed", head + "x: [a, b\ny: 1\n", "3:4: YAML syntax error: did not find expected ',' or ']'"},
+		{"item indented less than its sequence", head + "x:\n  - a\n - b\n", "5:2: YAML syntax error: did not find expected key"},
+		{"item indented more than its sequence", "routes:\n  - path: /a\n    method: GET\n   entity: e\n", "4:4: YAML syntax error: did not find expected '-' indicator (in the sequence that starts at line 2)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
