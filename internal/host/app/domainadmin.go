@@ -84,6 +84,9 @@ func (a *App) domainRoutes() []gateway.Route {
 			return problem.New(problem.BadRequest, "Request body is required: send the domain manifest as YAML or JSON")
 		}
 		src := append([]byte(nil), c.Body()...) // fiber reuses the body
+		if err := manifest.CheckDomainName(StoredDomainFile(name), src, name); err != nil {
+			return refusedDomain(name, err)
+		}
 		sum := sha256.Sum256(src)
 		l := store.DomainLayer{Name: name, Source: src, SHA256: hex.EncodeToString(sum[:]), UpdatedAt: time.Now().UnixMilli()}
 		status := fiber.StatusCreated
@@ -352,7 +355,7 @@ func manifestMediaType(ct string) error {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || !slices.Contains(manifestMediaTypes, mt) {
-		return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/yaml or application/json (got %s)", ct)
+		return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be one of %s (got %s)", strings.Join(manifestMediaTypes, ", "), ct)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return problem.Newf(problem.UnsupportedMediaType, "Domain manifests are UTF-8: charset %s is not accepted", cs)

@@ -24,11 +24,11 @@ func TestConcurrentDomainChangesAreCheckedAgainstEachOther(t *testing.T) {
 	}
 	for round := range 4 {
 		typ := fmt.Sprintf("badge%d", round)
-		srcs := [2]string{
-			layer("left", typ, "{type: string, storage: ix_s_1}"),
-			layer("right", typ, "{type: number, storage: ix_n_1}"),
-		}
 		names := [2]string{fmt.Sprintf("left%d", round), fmt.Sprintf("right%d", round)}
+		srcs := [2]string{
+			layer(names[0], typ, "{type: string, storage: ix_s_1}"),
+			layer(names[1], typ, "{type: number, storage: ix_n_1}"),
+		}
 		var codes [2]int
 		var errs [2]error
 		start := make(chan struct{})

@@ -158,6 +158,29 @@ func ParseDomain(file string, src []byte) (*Domain, error) {
 	return d, nil
 }
 
+// CheckDomainName reports, as a manifest Error at its name, a domain
+// manifest whose top-level name is a text other than want: a manifest
+// installed under one name that says it is another is most likely sent
+// to the wrong place. A document that does not parse, or has no name,
+// passes here and is left to ParseDomain.
+func CheckDomainName(file string, src []byte, want string) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	top := doc.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		if k.Value != "name" || v.Kind != yaml.ScalarNode || v.Value == want {
+			continue
+		}
+		c := &checker{file: file}
+		c.at(v, "name: %q, but the manifest is installed as %q; the two must match", v.Value, want)
+		return c.err()
+	}
+	return nil
+}
+
 func (c *checker) domain(top *yaml.Node) *Domain {
 	f := c.fields(top, "manifest", "name", "version", "entities", "subscriptions", "routes")
 	d := &Domain{Entities: map[string]*EntityType{}}
