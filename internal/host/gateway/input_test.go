@@ -189,6 +189,8 @@ func TestRefusalsSayTheRule(t *testing.T) {
 		{"version on create", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","version":3}`, "version", "unknown_field", "inside data"},
 		{"type on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"type":"asset"}`, "type", "unknown_field", "the entity's own"},
 		{"duplicate member", "POST", "/v1/entities", `{"type":"account","name":"A","name":"B","status":"active","subtype":"customer"}`, "name", "format", "more than once"},
+		{"field at the top level and in data", "POST", "/v1/entities", `{"type":"account","name":"A","status":"active","subtype":"customer","data":{"name":"B"}}`, "data.name", "format", "both at the top level and in data"},
+		{"field at the top level and in data on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"name":"A","data":{"name":"B"}}`, "data.name", "format", "both at the top level and in data"},
 		{"duplicate member in data", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","data":{"amount":1,"amount":2}}`, "data.amount", "format", "more than once"},
 		{"duplicate member in settings", "POST", "/v1/configs", `{"type":"t","settings":{"a":{"b":1,"b":1}}}`, "settings.a.b", "format", "more than once"},
 		{"id on patch", "PATCH", "/v1/entities/" + ent, `{"version":1,"id":"hijack"}`, "id", "unknown_field", "the entity's own"},

@@ -159,7 +159,8 @@ func refuseEnvelopeKeys(in *input, keys ...string) {
 }
 
 // createEntity: POST /v1/entities with {type, id?, metadata?, ...fields}.
-// Fields may also be sent inside "data"; top-level fields win.
+// Fields may also be sent inside "data"; a field sent both ways is refused
+// rather than one of its values kept.
 func (s *Server) createEntity(c *fiber.Ctx) error {
 	m, raw, err := readJSON(c)
 	if err != nil {
@@ -180,9 +181,14 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 		fields[k] = v
 	}
 	for k, v := range m {
-		if !entityReserved[k] {
-			fields[k] = v
+		if entityReserved[k] {
+			continue
 		}
+		if _, twice := data[k]; twice {
+			in.errs = append(in.errs, problem.FieldError{Field: "data." + k, Code: problem.CodeFormat,
+				Message: k + " is sent both at the top level and in data; send it once"})
+		}
+		fields[k] = v
 	}
 	if err := in.errWith(func() []problem.FieldError {
 		errs, _ := s.platform.EntityInputErrors(platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields})
@@ -267,17 +273,22 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	refuseEnvelopeKeys(in, "id", "type", "tenant_id", "created_at", "updated_at")
 	meta := in.object("metadata")
 	data := in.object("data")
-	if err := in.err(); err != nil {
-		return err
-	}
 	patch := map[string]any{}
 	for k, v := range data {
 		patch[k] = v
 	}
 	for k, v := range m {
-		if k != "version" && k != "entity_type" && k != "metadata" && k != "data" {
-			patch[k] = v
+		if k == "version" || k == "entity_type" || k == "metadata" || k == "data" {
+			continue
 		}
+		if _, twice := data[k]; twice {
+			in.errs = append(in.errs, problem.FieldError{Field: "data." + k, Code: problem.CodeFormat,
+				Message: k + " is sent both at the top level and in data; send it once"})
+		}
+		patch[k] = v
+	}
+	if err := in.err(); err != nil {
+		return err
 	}
 	if typ == "" {
 		typ = c.Query("entity_type")
