@@ -246,7 +246,7 @@ var pageTitles = map[string]string{
 	"delivery-stats": "Delivery stats", "delivery": "Delivery", "domain": "Domain", "keys": "API keys",
 	"new-key": "New API key", "plugins": "Plugins", "projections": "Projections",
 	"replay-all": "Replay dead letters", "secret": "New signing secret", "sign-in": "Sign in",
-	"stream": "Stream", "webhook-archive": "Archive webhook", "webhook-form": "Webhook",
+	"stream": "Stream", "webhook-archive": "Archive webhook",
 	"webhook-secret": "Webhook saved", "webhooks": "Webhooks",
 }
 
@@ -270,6 +270,13 @@ func (c *Console) render(fc *fiber.Ctx, s *session, status int, name string, dat
 		perr.TraceID = gateway.RequestID(fc)
 	}
 	p := page{Name: name, Title: pageTitles[name], Session: s, Data: data, Problem: perr, Notice: s.notice(fc)}
+	if f, ok := data.(*webhookForm); ok {
+		// The form's title says what its heading says.
+		p.Title = "New webhook"
+		if f.ID != "" {
+			p.Title = "Edit webhook " + f.ID
+		}
+	}
 	if perr != nil && p.Title == "" {
 		p.Title = fmt.Sprintf("%d %s", perr.Status, perr.Title)
 	}

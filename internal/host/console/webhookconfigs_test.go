@@ -70,7 +70,7 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 	resp = do(t, a, "GET", "/console/webhooks/new", cookie, nil)
 	form := body(t, resp)
 	for _, want := range []string{`name="csrf" value="` + csrf + `"`, `<label for="url">`, `<label for="triggers">`, `<label for="secret_ref">`,
-		`<label for="max_attempts">`, `<label for="timeout_seconds">`, `id="save-webhook"`} {
+		`<label for="max_attempts">`, `<label for="timeout_seconds">`, `id="save-webhook"`, `<title>Factline console: New webhook</title>`} {
 		if !strings.Contains(form, want) {
 			t.Errorf("new webhook form lacks %s", want)
 		}
@@ -114,7 +114,8 @@ func TestTenantAdminManagesWebhookConfigs(t *testing.T) {
 	resp = do(t, a, "GET", "/console/webhooks/"+id+"/edit", cookie, nil)
 	form = body(t, resp)
 	for _, want := range []string{`value="https://hooks.example.com/won"`, `value="outcome.deal_won, outcome.deal_lost, note.added"`,
-		`value="` + st["secret_ref"].(string) + `"`, `id="max_attempts" name="max_attempts" value="3"`, `name="version" value="1"`} {
+		`value="` + st["secret_ref"].(string) + `"`, `id="max_attempts" name="max_attempts" value="3"`, `name="version" value="1"`,
+		`<title>Factline console: Edit webhook ` + id + `</title>`} {
 		if !strings.Contains(form, html.EscapeString(want)) && !strings.Contains(form, want) {
 			t.Errorf("edit form lacks %s:\n%s", want, form)
 		}
