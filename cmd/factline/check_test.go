@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/factline/factline/sdk/conformance"
 )
@@ -125,6 +127,31 @@ func TestCheckCommandRoutesAgainstBuiltinPlugins(t *testing.T) {
 	stdout, stderr, code := run(t, bin, "check", "--plugin-cache-dir", cache, gadgets)
 	if want := gadgets + `:4:3: entities.gadget.ledger: ledger "asset" serves entity types asset, not "gadget"`; code != 1 || !strings.Contains(stdout, want) {
 		t.Fatalf("a type its built-in ledger plugin does not declare: exit %d\n%s%s\nwant %s", code, stdout, stderr, want)
+	}
+}
+
+// TestServeStopsOnACommandRouteItsLedgerLacks: serve refuses what check
+// refuses. A route to a command the account plugin lacks made the
+// start-up load refuse the plugin, and the account type was then served
+// by the built-in ledger, without the plugin's rules (an overdraft was
+// accepted). The process now stops with the route's file:line:col.
+func TestServeStopsOnACommandRouteItsLedgerLacks(t *testing.T) {
+	t.Parallel()
+	gw := commandGateway(t, t.TempDir(), "POST", "account", "earn")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "serve", "--addr", "127.0.0.1:0", "--domain", domainManifest(t), "--manifest", gw,
+		"--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache, "--data-dir", t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("serve kept running with a route its ledger lacks: %v\n%s", err, stderr.String())
+	}
+	want := gw + ":8:14: route POST /api/accounts/:id/x: ledger account of entity type account has no command \"earn\""
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "factline serve: the manifests do not fit") ||
+		!strings.Contains(stderr.String(), want) {
+		t.Fatalf("exit %d, want 1 naming %s:\n%s", code, want, stderr.String())
 	}
 }
 

@@ -14,6 +14,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -187,6 +188,14 @@ type App struct {
 	// awaited holds ledger names that types added at run time need and
 	// no plugin of this process serves yet: those types answer 503.
 	awaited atomic.Pointer[map[string]bool]
+	// startupMisfits holds, by plugin name, why the start-up load refused
+	// a ledger plugin that does not fit the served model (a route to a
+	// command it lacks, a type it does not serve); startupDone is set once
+	// that load has ended. fatal carries an error that ends Run.
+	startupMu      sync.Mutex
+	startupMisfits map[string]error
+	startupDone    atomic.Bool
+	fatal          chan error
 	// served is the model being served, for the checks of new plugin
 	// versions (checkPluginFits), which run on the plugins' goroutines.
 	served atomic.Pointer[servedModel]
@@ -250,7 +259,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	// The watcher compares against the bytes actually served, so an edit
 	// made before it starts is not missed.
-	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), manifestHash: manifestHash}
+	a := &App{cfg: cfg, Store: st, Registry: prometheus.NewRegistry(), manifestHash: manifestHash,
+		startupMisfits: map[string]error{}, fatal: make(chan error, 1)}
 	a.closers = append(a.closers, func() {
 		if err := st.Close(); err != nil {
 			cfg.Logger.Warn("close store", "err", err)
@@ -435,7 +445,25 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		if a.Plugins.WaitLoaded(watchCtx) != nil || watchCtx.Err() != nil {
 			return
 		}
-		if missing := ledgers.Missing(dedupe(names)); len(missing) > 0 {
+		a.startupDone.Store(true)
+		missing := ledgers.Missing(dedupe(names))
+		// A ledger the start-up load refused because the manifests do not
+		// fit it is not stood in for: the built-in ledger would take its
+		// types' writes without its rules. The process stops, as check
+		// and a reload refuse such manifests.
+		a.startupMu.Lock()
+		var misfits []error
+		for _, name := range missing {
+			if err := a.startupMisfits[name]; err != nil {
+				misfits = append(misfits, fmt.Errorf("ledger plugin %s: %w", name, err))
+			}
+		}
+		a.startupMu.Unlock()
+		if len(misfits) > 0 {
+			a.fatal <- fmt.Errorf("the manifests do not fit the ledger plugins they name; fix them (factline check shows each problem) or install plugin versions that fit:\n%w", errors.Join(misfits...))
+			return
+		}
+		if len(missing) > 0 {
 			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types use the built-in ledger until they are", "missing", missing)
 		}
 	}()
@@ -553,16 +581,29 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 
 	served := make(chan error, 1)
 	go func() { served <- a.Server.Serve(ln) }()
+	var fatal error
+	stop := true
 	select {
 	case err = <-served:
+		stop = false
+	case fatal = <-a.fatal:
 	case <-ctx.Done():
-		a.cfg.Logger.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
+	}
+	if stop {
+		if fatal != nil {
+			a.cfg.Logger.Error("stopping", "err", fatal)
+		} else {
+			a.cfg.Logger.Info("shutting down", "timeout", a.cfg.ShutdownTimeout)
+		}
 		err = a.Server.Shutdown(a.cfg.ShutdownTimeout)
 		// A signal right after the listener opened can come before Serve
 		// has started; Shutdown then has nothing to stop and Serve would
 		// accept for ever. Closing the listener ends it either way.
 		ln.Close()
 		<-served //nolint:errcheck // Shutdown's error is the one to report
+		if fatal != nil {
+			err = fatal
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	if werr := a.Webhooks.Stop(sctx); werr != nil {

@@ -26,7 +26,13 @@ func (a *App) checkPlugin(ctx context.Context, p *wasm.Plugin) error {
 	if err := pluginhost.Smoke(ctx, p); err != nil {
 		return err
 	}
-	return a.checkPluginFits(p)
+	err := a.checkPluginFits(p)
+	if err != nil && !a.startupDone.Load() {
+		a.startupMu.Lock()
+		a.startupMisfits[p.Description().Name] = err
+		a.startupMu.Unlock()
+	}
+	return err
 }
 
 // checkPluginFits refuses a ledger plugin version that would break the
