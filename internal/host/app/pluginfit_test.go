@@ -88,10 +88,23 @@ func TestSubscriptionPluginIsNoLedger(t *testing.T) {
 	// A projection named like a config id: queries name a projection by
 	// id or by name, the id first, so the name would reach another one.
 	settings := map[string]any{"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour",
-		"aggregations": []map[string]any{{"field": "count", "function": "count"}}}
+		"aggregations": []map[string]any{{"field": "count", "function": "count"}}, "materialize": false, "storageVersion": 1}
 	code, body = l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "cfg_01M8D0JT5M4NP0WHR6Q9MZCH15", "settings": settings})
 	if code != 400 || !strings.Contains(fmt.Sprint(body["errors"]), "has the form of a config id") {
 		t.Fatalf("a projection named like a config id: %d %v", code, body)
+	}
+	// Nor may a name be another projection's id, or an id another's name:
+	// the id would hide the name.
+	if code, body := l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "id": "myproj", "name": "p1", "settings": settings}); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	code, body = l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "myproj", "settings": settings})
+	if code != 400 || !strings.Contains(fmt.Sprint(body["errors"]), `name "myproj" is the id of projection myproj`) {
+		t.Fatalf("a projection named like another's id: %d %v", code, body)
+	}
+	code, body = l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "id": "p1", "name": "p2", "settings": settings})
+	if code != 400 || !strings.Contains(fmt.Sprint(body["errors"]), `id "p1" is the name of projection myproj`) {
+		t.Fatalf("a projection whose id is another's name: %d %v", code, body)
 	}
 }
 

@@ -78,6 +78,21 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 			errs = append(errs, problem.FieldError{Field: "name", Code: problem.CodeFormat,
 				Message: fmt.Sprintf("name %q is already used by projection %s; names identify projections in queries", in.Name, other.ID)})
 		}
+		// A query takes the id first: a name that is another projection's
+		// id would never be reached.
+		if in.Name != in.ID {
+			if c, err := s.opts.Store.GetConfig(ctx, tenant, in.Name); err == nil && c.Type == ConfigType && c.Status == store.ConfigActive {
+				errs = append(errs, problem.FieldError{Field: "name", Code: problem.CodeFormat,
+					Message: fmt.Sprintf("name %q is the id of projection %s; queries would take it for that one", in.Name, c.ID)})
+			}
+		}
+	}
+	// Likewise an id that is another projection's name would hide it.
+	if in.ID != "" && in.ID != in.Name {
+		if other, err := s.findByName(ctx, tenant, in.ID); err == nil && other != nil && other.ID != in.ID {
+			errs = append(errs, problem.FieldError{Field: "id", Code: problem.CodeFormat,
+				Message: fmt.Sprintf("id %q is the name of projection %s; queries would no longer reach that one by name", in.ID, other.ID)})
+		}
 	}
 	return errs
 }

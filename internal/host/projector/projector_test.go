@@ -622,3 +622,44 @@ func TestRollupTimerSealsQuietHours(t *testing.T) {
 	}
 	waitConsistent(t, s, 20)
 }
+
+// TestQueriesFollowAcknowledgedConfigChanges: a query answers as the
+// store's config says, not as the background sync last saw it. With a
+// sync that would not come for an hour, a new version answers at once
+// and an archived projection is not found at once (it had answered for
+// up to a second after its DELETE was acknowledged).
+func TestQueriesFollowAcknowledgedConfigChanges(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	createContact(t, st, "c1")
+	appendCalls(t, st, 10)
+	createConfig(t, st, "cfg_calls", 1)
+	s, err := projector.New(projector.Options{Store: st, State: projection.NewMemoryState(), SyncInterval: time.Hour,
+		PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(t, s) })
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	query(t, s, "compute", true)
+
+	next := putVersion(t, st, fmt.Sprintf(settings, 2))
+	if got := query(t, s, "compute", true); fmt.Sprint(got.meta["config_version"]) != fmt.Sprint(next.Version) {
+		t.Fatalf("after a new version: meta %v, want version %d", got.meta, next.Version)
+	}
+
+	if _, err := st.ArchiveConfig(context.Background(), tenant, "cfg_calls", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"calls", "cfg_calls"} {
+		_, _, err := s.Query(context.Background(), tenant, ref, map[string]any{"mode": "compute"})
+		var pe *problem.Error
+		if !errors.As(err, &pe) || pe.Kind.Status != 404 {
+			t.Fatalf("query %s of an archived projection: %v, want a 404", ref, err)
+		}
+	}
+}

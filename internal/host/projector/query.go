@@ -97,21 +97,29 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 // lookup finds the projection by id, then by name, first among the running
 // ones, then in the store (a config created a moment ago).
 func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, error) {
+	type candidate struct {
+		id string
+		t  *tracked
+	}
+	var cands []candidate
 	s.mu.Lock()
 	if t := s.tracked[ref{tenant, name}]; t != nil && t.current != nil {
-		s.mu.Unlock()
-		return t, nil
+		cands = append(cands, candidate{name, t})
 	}
-	var byName *tracked
-	var byNameID string
+	var byName *candidate
 	for r, t := range s.tracked {
-		if r.tenant == tenant && t.name == name && t.current != nil && (byName == nil || r.id < byNameID) {
-			byName, byNameID = t, r.id
+		if r.tenant == tenant && t.name == name && t.current != nil && (byName == nil || r.id < byName.id) {
+			byName = &candidate{r.id, t}
 		}
 	}
 	s.mu.Unlock()
 	if byName != nil {
-		return byName, nil
+		cands = append(cands, *byName)
+	}
+	for _, c := range cands {
+		if t := s.confirm(ctx, tenant, c.id, c.t); t != nil {
+			return t, nil
+		}
 	}
 	c, err := s.opts.Store.GetConfig(ctx, tenant, name)
 	switch {
@@ -130,6 +138,28 @@ func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, er
 		return nil, problem.New(problem.Unavailable, "Projections are not running yet")
 	}
 	return t, nil
+}
+
+// confirm holds a running projection against its config in the store, so
+// that a query answers as the last acknowledged config change says
+// rather than as the background sync last saw it (up to SyncInterval
+// behind): archived, it is not found; at a newer version, that version
+// is applied now. The store unreadable, the running projection answers.
+func (s *Service) confirm(ctx context.Context, tenant, id string, t *tracked) *tracked {
+	c, err := s.opts.Store.GetConfig(ctx, tenant, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return t
+	case c.Type != ConfigType || c.Status != store.ConfigActive:
+		return nil
+	case c.Version > t.current.version:
+		if n := s.apply(ctx, c); n != nil && n.current != nil {
+			return n
+		}
+	}
+	return t
 }
 
 // queryError turns an engine error into a problem.
