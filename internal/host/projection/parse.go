@@ -258,6 +258,11 @@ func (p *nodeParser) integer(n *yaml.Node, path string, bits int) (int64, bool) 
 		return 0, false
 	}
 	i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		p.v.add(path, "must be an integer between %d and %d (got %s)", -1<<(bits-1), 1<<(bits-1)-1, n.Value)
+		p.v.bad[path] = true
+		return 0, false
+	}
 	if err != nil {
 		p.v.add(path, "must be an integer (got %q)", n.Value)
 		p.v.bad[path] = true

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"sort"
@@ -70,7 +71,7 @@ const (
 )
 
 var (
-	secretRefRe = regexp.MustCompile(`^webhook_secret_[a-z0-9]+$`)
+	secretRefRe = regexp.MustCompile(`^webhook_secret_[a-z0-9]{1,64}$`)
 	triggerRe   = regexp.MustCompile(`^[a-z_]+\.[a-z_]+$`)
 	headerRe    = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]{1,128}$")
 	mappedKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
@@ -165,7 +166,7 @@ func ParseSettings(m map[string]any) (Settings, []problem.FieldError) {
 		case !isStr:
 			errs.add("secret_ref", problem.CodeType, "secret_ref must be a string")
 		case !secretRefRe.MatchString(ref):
-			errs.add("secret_ref", problem.CodeFormat, "secret_ref must be webhook_secret_ followed by lowercase letters and digits; it references a secret and never holds one")
+			errs.add("secret_ref", problem.CodeFormat, "secret_ref must be webhook_secret_ followed by 1-64 lowercase letters and digits; it references a secret and never holds one")
 		default:
 			s.SecretRef = ref
 		}
@@ -255,9 +256,20 @@ func checkURL(raw string) string {
 	if u.User != nil {
 		return "url must not carry credentials; send them in headers"
 	}
+	if strings.ContainsAny(raw, " \t") {
+		return "url must not contain spaces (percent-encode them as %20)"
+	}
+	if strings.Contains(raw, "#") {
+		return "url must not have a fragment (#...): it is never sent to the receiver"
+	}
 	host := u.Hostname()
 	if !strings.Contains(strings.Trim(host, "."), ".") {
 		return "url's host name must contain a dot (a public host name, not " + host + ")"
+	}
+	if looksNumeric(host) {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "url's host " + host + " is neither a host name nor an IPv4 address in dotted decimal (no leading zeros, octal or hex parts)"
+		}
 	}
 	if port := u.Port(); port != "" {
 		var p int
@@ -266,6 +278,29 @@ func checkURL(raw string) string {
 		}
 	}
 	return ""
+}
+
+// looksNumeric reports a host of digits and dots only (or hex parts such
+// as 0x7f): an IPv4 address, or a form of one that resolvers read in
+// other ways (0177.0.0.1 is octal to some, a name to others).
+func looksNumeric(host string) bool {
+	for _, label := range strings.Split(host, ".") {
+		l := strings.ToLower(label)
+		if l == "" {
+			continue
+		}
+		if h, ok := strings.CutPrefix(l, "0x"); ok {
+			l = h
+			if strings.Trim(l, "0123456789abcdef") != "" {
+				return false
+			}
+			continue
+		}
+		if strings.Trim(l, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func parseRetry(m map[string]any, r *RetrySettings, errs *settingsErrors) {

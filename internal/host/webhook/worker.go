@@ -475,7 +475,7 @@ func (d *deliverer) finish(c store.OutboxClaim, token string, msg deliveryMessag
 		delay := backoff(msg.Retry, c.Attempt, d.s.jitter(), r.retryAft)
 		next := now.Add(delay).UnixMilli()
 		row.Status, row.Attempt, row.NextAttemptAt = store.OutboxPending, c.Attempt+1, next
-		secs := delay.Seconds()
+		secs := float64(delay.Milliseconds()) / 1000 // to the millisecond, as next_retry_at: 2.756, not 2.7560000000000002
 		data.ErrorType, data.ErrorCode, data.ErrorMessage = r.errType, r.errCode, r.errMsg
 		data.WillRetry, data.NextRetryAt, data.BackoffSeconds = ptr(true), &next, &secs
 	default:
