@@ -509,7 +509,11 @@ func TestHostErrors(t *testing.T) {
 		// lists the method refused.
 		h.req("GET", "//v1/entities/e1?entity_type=account", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET //v1/entities/e1")
 		h.req("POST", "//v1/facts", "", nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches POST //v1/facts")
-		h.req("PATCH", "/v1/facts/", h.keyA, map[string]any{}).wantProblem(t, 405, "method-not-allowed", "Method Not Allowed", "Method PATCH is not allowed on /v1/facts/")
+		// So does a trailing slash, an empty last segment.
+		h.req("PATCH", "/v1/facts/", h.keyA, map[string]any{}).wantProblem(t, 404, "not-found", "Not Found", "No route matches PATCH /v1/facts/")
+		h.req("GET", "/v1/facts/", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/facts/")
+		h.req("GET", "/v1/entities/e1/?entity_type=account", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/entities/e1/")
+		h.req("GET", "/health/", "", nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /health/")
 		h.req("POST", "/v1/entities", h.keyA, `{"type": "account",`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		h.req("POST", "/v1/entities", h.keyA, `[1,2]`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		deep := `{"type":"account","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`

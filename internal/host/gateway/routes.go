@@ -21,10 +21,14 @@ func (s *Server) routes() {
 	s.app.Use(refuseBadText)
 	// A path with an empty segment names no route: fiber's router and the
 	// manifest's table would each read it their own way (//v1/status as
-	// /v1/status, //v1/facts as nothing).
+	// /v1/status, //v1/facts as nothing, /v1/facts/ as /v1/facts). Pages
+	// for people keep the slash a browser may add: the console's (its
+	// home is /console/) and the error index.
 	s.app.Use(func(c *fiber.Ctx) error {
-		if strings.Contains(c.Path(), "//") {
-			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
+		p := c.Path()
+		forPeople := strings.HasPrefix(p, "/console/") || p == "/errors/"
+		if strings.Contains(p, "//") || len(p) > 1 && strings.HasSuffix(p, "/") && !forPeople {
+			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), p)
 		}
 		return c.Next()
 	})
