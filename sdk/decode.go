@@ -3,8 +3,10 @@ package sdk
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -425,7 +427,102 @@ func (d *Decoder) Value(v any) error {
 	if err != nil {
 		return err
 	}
-	return jsonError(json.Unmarshal(raw, v))
+	err = jsonError(json.Unmarshal(raw, v))
+	var e *Error
+	if errors.As(err, &e) && e.Field == "" && e.Status == StatusBadInput {
+		// encoding/json passes an UnmarshalJSON error (a bad Decimal) on
+		// without saying where it was: find the member again.
+		if field := failingMember(raw, reflect.TypeOf(v)); field != "" && field != "." {
+			c := *e
+			c.Field = field
+			if c.Code == "invalid_decimal" {
+				c.Message = field + ": " + c.Message
+			}
+			return &c
+		}
+	}
+	return err
+}
+
+// failingMember is the path ("amount", "lines[2].price") of the first
+// member of the JSON raw that its field of Go type t cannot take through
+// that field's UnmarshalJSON, or "" when none is found.
+func failingMember(raw []byte, t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return ""
+	}
+	if t.Implements(reflect.TypeFor[json.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		if json.Unmarshal(raw, reflect.New(t).Interface()) != nil {
+			return "."
+		}
+		return ""
+	}
+	join := func(name, sub string) string {
+		switch {
+		case sub == ".":
+			return name
+		case sub[0] == '[':
+			return name + sub
+		}
+		return name + "." + sub
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(raw, &members) != nil {
+			return ""
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := f.Name
+			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == "-" {
+				continue
+			} else if tag != "" {
+				name = tag
+			}
+			m, ok := members[name]
+			if !ok {
+				for k, v := range members { // encoding/json matches names without case
+					if strings.EqualFold(k, name) {
+						m, ok, name = v, true, k // named as sent
+						break
+					}
+				}
+			}
+			if ok {
+				if sub := failingMember(m, f.Type); sub != "" {
+					return join(name, sub)
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return ""
+		}
+		for i, item := range items {
+			if sub := failingMember(item, t.Elem()); sub != "" {
+				return join("["+strconv.Itoa(i)+"]", sub)
+			}
+		}
+	case reflect.Map:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(raw, &members) != nil {
+			return ""
+		}
+		for _, k := range slices.Sorted(maps.Keys(members)) {
+			if sub := failingMember(members[k], t.Elem()); sub != "" {
+				return join(k, sub)
+			}
+		}
+	}
+	return ""
 }
 
 // Skip reads and discards any value, checking its syntax.

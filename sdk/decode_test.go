@@ -137,6 +137,37 @@ func TestDecoderValueFallsBackToJSON(t *testing.T) {
 	}
 }
 
+// TestBadDecimalNamesItsMember: encoding/json passes a Decimal's error on
+// without the member it came from; the error names it, at any depth.
+func TestBadDecimalNamesItsMember(t *testing.T) {
+	t.Parallel()
+	type line struct {
+		Price Decimal `json:"price"`
+	}
+	var v struct {
+		Amount Decimal            `json:"amount"`
+		Lines  []line             `json:"lines"`
+		Fees   map[string]Decimal `json:"fees"`
+		Tip    *Decimal
+	}
+	for in, field := range map[string]string{
+		`{"amount":"abc"}`: "amount",
+		`{"amount":1,"lines":[{"price":1},{"price":"x"}]}`: "lines[1].price",
+		`{"fees":{"a":1,"b":"1e999999"}}`:                  "fees.b",
+		`{"tip":"x"}`:                                      "tip",
+	} {
+		err := NewDecoder([]byte(in)).Value(&v)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "invalid_decimal" || e.Field != field || !strings.HasPrefix(e.Message, field+": ") {
+			t.Errorf("Value(%s) = %#v, want invalid_decimal at %s", in, err, field)
+		}
+	}
+	var d Decimal
+	if err := NewDecoder([]byte(`"x"`)).Value(&d); err == nil || err.(*Error).Field != "" {
+		t.Errorf("a Decimal of its own: %#v, want no field", err)
+	}
+}
+
 func TestDecoderStrings(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "a", "1234567", "12345678", "a somewhat longer string with \"quotes\"", "\u2028\t\\/", "😀 surrogate", "é"} {
