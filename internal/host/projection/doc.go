@@ -67,7 +67,11 @@
 // MurmurHash64A): the in-process sketch is register-for-register equal to
 // Redis PFADD/PFMERGE/PFCOUNT, so both states and every query mode give
 // the same number. Standard error 0.81%; within 2.5% of the true count
-// with probability above 99.8%; small counts are exact in practice.
+// with probability above 99.8%. Exact up to about ten values; off by one
+// or two from a few dozen on (measured over 200 sets each: 94% of sets of
+// 50 values counted exactly, 74% of 100, 19% of 400). The contract asks
+// for the number of unique values in base buckets (HyperLogLog only for
+// rollups): this is a known deviation, recorded in docs/decisions.md.
 //
 // Ranges. From and To are inclusive milliseconds, 0 leaves an end open. A
 // bucket is in range when its start is, so a range selects whole buckets,
