@@ -275,8 +275,17 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 					indexedN++
 				}
 				if domainType != nil {
-					if df, ok := domainFields[k.Value]; ok && typ != "" && !compatible(typ, df.Type) {
+					// The domain manifest's declaration is the one served: a
+					// field it lacks, or does not index, would be dropped
+					// without a word.
+					df, ok := domainFields[k.Value]
+					switch {
+					case !ok:
+						c.at(k, "%s: the domain manifest's entity type %s has no field %s, and its declaration is the one served; declare the field there", fw, e.Name, k.Value)
+					case typ != "" && !compatible(typ, df.Type):
 						c.at(v, "%s: type %s contradicts the domain manifest, which declares %s", fw, typ, df.Type)
+					case idx && df.Storage == "":
+						c.at(v, "%s: indexed here, but the domain manifest gives field %s no storage slot, so it cannot be filtered on; give it one there", fw, k.Value)
 					}
 				}
 				e.Fields = append(e.Fields, GatewayField{Name: k.Value, Type: typ, Indexed: idx})

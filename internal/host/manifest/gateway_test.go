@@ -117,6 +117,22 @@ func TestInvalidGatewayManifests(t *testing.T) {
 	}
 }
 
+// TestGatewayFieldTheDomainDoesNotIndex: the domain's declaration of a
+// type both declare is the one served, so a field the gateway indexes and
+// the domain gives no storage slot could never be filtered on.
+func TestGatewayFieldTheDomainDoesNotIndex(t *testing.T) {
+	d, err := ParseDomain("d.yaml", []byte("name: d\nversion: \"1\"\nentities:\n  ticket:\n    ledger: builtin\n    fields:\n      subject: {type: string}\n    facts: [opened]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "name: g\nversion: \"1\"\nentities:\n  ticket:\n    fields:\n      subject: {type: string, indexed: true}\nroutes: []\n"
+	_, err = ParseGateway("g.yaml", []byte(src), d)
+	want := "g.yaml:6:16: entities.ticket.fields.subject: indexed here, but the domain manifest gives field subject no storage slot"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
+
 func TestIsGateway(t *testing.T) {
 	if !IsGateway([]byte("name: x\nroutes: []\n")) || IsGateway([]byte("name: x\nentities: {}\n")) || IsGateway([]byte(":::")) {
 		t.Fatal("IsGateway misclassifies")
