@@ -155,6 +155,22 @@ func TestServeStopsOnACommandRouteItsLedgerLacks(t *testing.T) {
 	}
 }
 
+// TestCheckWarnsOfALedgerNothingIsNamed: a layered type whose ledger no
+// built-in ledger or plugin is named passed check silently, while the
+// admin API refuses the name and serve stands in the built-in ledger.
+func TestCheckWarnsOfALedgerNothingIsNamed(t *testing.T) {
+	t.Parallel()
+	d := filepath.Join(t.TempDir(), "widgets.yaml")
+	if err := os.WriteFile(d, []byte("name: widgets\nversion: \"1\"\nentities:\n  widget:\n    ledger: nosuchledger\n    fields: {}\n    facts: [made]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, binary, "check", "--plugin-cache-dir", t.TempDir(), d)
+	want := d + `:4:3: warning: entities.widget.ledger: no built-in ledger or plugin here is named "nosuchledger"`
+	if code != 0 || !strings.Contains(stdout, want) {
+		t.Fatalf("exit %d (want 0)\n%s%s\nwant %s", code, stdout, stderr, want)
+	}
+}
+
 // TestCheckListsCommandProblemsBesideOthers: a command route's problem is
 // listed though another file has problems of its own.
 func TestCheckListsCommandProblemsBesideOthers(t *testing.T) {

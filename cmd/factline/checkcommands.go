@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
+	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/host/ledger"
 	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/pluginhost"
@@ -32,13 +34,39 @@ type commandRoute struct {
 // time. Plugins are described (compiled) only when one is given, a
 // layered type names one, or there is a command route.
 func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []string, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
+	var givenNames []string // the plugins --plugin gives, by name
 	builtin := plugins.Builtin()
 	ledgers := map[string]bool{}
+	// A layered type whose ledger no built-in ledger or plugin here is
+	// named, unless a --plugin gives it: serve's admin API refuses such a
+	// name, and serve stands in the built-in ledger for it at start.
+	var unnamed []*manifest.EntityType
 	for _, name := range layerTypes {
-		if t := domain.Entities[name]; t != nil && builtin[t.Ledger] != nil {
+		t := domain.Entities[name]
+		switch {
+		case t == nil:
+		case t.At("").File == app.BuiltinDomainFile:
+			// The built-in model's types name the built-in plugins; a
+			// binary without them built in is warned by its routes.
+		case builtin[t.Ledger] != nil:
 			ledgers[t.Ledger] = true
+		default:
+			if _, ok := ledger.Builtin().Ledger(t.Ledger); !ok {
+				unnamed = append(unnamed, t)
+			}
 		}
 	}
+	defer func() {
+		if err != nil {
+			return
+		}
+		for _, t := range unnamed {
+			if !slices.Contains(givenNames, t.Ledger) {
+				warnings = append(warnings, t.At(fmt.Sprintf("warning: entities.%s.ledger: no built-in ledger or plugin here is named %q (not built in, no --plugin gives it): "+
+					"install the plugin before this manifest; until one of that name is loaded, serve stands in the built-in ledger, without its rules", t.Name, t.Ledger)))
+			}
+		}
+	}()
 	for _, cr := range routes {
 		for _, r := range cr.gw.Routes {
 			if r.Action == manifest.ActionCommand {
@@ -78,6 +106,7 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []str
 			return nil, nil, &exitError{code: 1, msg: fmt.Sprintf("--plugin %s: %v", file, err)}
 		}
 		given[p.Description().Name] = p
+		givenNames = append(givenNames, p.Description().Name)
 	}
 	// A plugin given with --plugin replaces the built-in one of its name,
 	// as the plugins directory does in serve.

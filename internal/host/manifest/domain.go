@@ -181,6 +181,13 @@ func CheckDomainName(file string, src []byte, want string) error {
 	return nil
 }
 
+// At is a diagnostic at the type's declaration (its key), saying msg.
+func (t *EntityType) At(msg string) Diagnostic {
+	d := t.pos
+	d.Message = msg
+	return d
+}
+
 func (c *checker) domain(top *yaml.Node) *Domain {
 	f := c.fields(top, "manifest", "name", "version", "entities", "subscriptions", "routes")
 	d := &Domain{Entities: map[string]*EntityType{}}
