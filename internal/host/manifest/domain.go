@@ -165,7 +165,8 @@ func ParseDomain(file string, src []byte) (*Domain, error) {
 // passes here and is left to ParseDomain.
 func CheckDomainName(file string, src []byte, want string) error {
 	var doc yaml.Node
-	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+	parsed := yaml.Unmarshal(src, &doc) == nil
+	if !parsed || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
 	top := doc.Content[0]
