@@ -431,6 +431,10 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		}
 		aw := a.awaited.Load()
 		return aw != nil && (*aw)[name]
+	}, Refused: func(name string) bool {
+		a.startupMu.Lock()
+		defer a.startupMu.Unlock()
+		return a.startupMisfits[name] != nil
 	}, Commands: &pluginhost.CommandCache{}}
 	a.ledgers = ledgers
 	var names []string
@@ -449,22 +453,34 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		missing := ledgers.Missing(dedupe(names))
 		// A ledger the start-up load refused because the manifests do not
 		// fit it is not stood in for: the built-in ledger would take its
-		// types' writes without its rules. The process stops, as check
-		// and a reload refuse such manifests.
+		// types' writes without its rules; they answer 503 (Refused). With
+		// only manifest files to blame the process stops, as check and a
+		// reload refuse such manifests. Domain manifests stored through
+		// the admin API are fixed through it, so then it keeps serving.
 		a.startupMu.Lock()
 		var misfits []error
+		var others []string // missing without a refusal: stood in for
 		for _, name := range missing {
 			if err := a.startupMisfits[name]; err != nil {
 				misfits = append(misfits, fmt.Errorf("ledger plugin %s: %w", name, err))
+			} else {
+				others = append(others, name)
 			}
 		}
 		a.startupMu.Unlock()
 		if len(misfits) > 0 {
-			a.fatal <- fmt.Errorf("the manifests do not fit the ledger plugins they name; fix them (factline check shows each problem) or install plugin versions that fit:\n%w", errors.Join(misfits...))
-			return
+			problems := errors.Join(misfits...)
+			stored, err := a.Store.ListDomainLayers(watchCtx)
+			if err == nil && len(stored) == 0 {
+				a.fatal <- fmt.Errorf("the manifests do not fit the ledger plugins they name; fix them (factline check shows each problem) or install plugin versions that fit:\n%w", problems)
+				return
+			}
+			cfg.Logger.Error("the manifests, stored domain manifests among them, do not fit the ledger plugins they name; their entity types answer 503 "+
+				"until a version that fits is loaded: change the stored manifests (PUT or DELETE /v1/admin/domain/<name>) or the files and restart, or install plugin versions that fit",
+				"problems", problems.Error())
 		}
-		if len(missing) > 0 {
-			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types use the built-in ledger until they are", "missing", missing)
+		if len(others) > 0 {
+			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types use the built-in ledger until they are", "missing", others)
 		}
 	}()
 	check := gateway.HealthCheck{Name: "plugins", Check: func(context.Context) (string, error) {

@@ -1,13 +1,16 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/factline/factline/internal/host/app"
+	"github.com/factline/factline/internal/host/store"
 )
 
 // TestPluginVersionThatBreaksTheModelIsRefused: a new version of a ledger
@@ -151,5 +154,49 @@ func TestSubscriptionVersionDroppingAHandlerIsRefused(t *testing.T) {
 	}
 	if _, ok := l.a.Plugins.SubscriptionHandler("no_answer_followup"); !ok {
 		t.Fatal("the served version no longer serves its handler")
+	}
+}
+
+// TestStoredLayerThatStopsFittingAnswers503: a domain manifest stored
+// through the admin API routes a command the account plugin lacks (put in
+// the store around the checks, as a change made while another version
+// served would be). At the next start the account plugin is refused. The
+// process does not stop, since the admin API is how a stored manifest is
+// fixed; the account type answers 503 saying why, never the built-in
+// ledger without the plugin's rules (which took a charge on an empty
+// account).
+func TestStoredLayerThatStopsFittingAnswers503(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := startLive(t, "sqlite", dir)
+	if code, body := first.call("POST", "/v1/entities", first.key, map[string]any{"type": "account", "id": "acc-1", "name": "Acme", "status": "active", "subtype": "customer"}); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	ctx := context.Background()
+	stored, err := first.a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := []byte("name: earn\nversion: \"1\"\nroutes:\n  - {path: /api/accounts/:id/earn, method: POST, entity: account, action: command, command: earn}\n")
+	if err := first.a.Store.PutDomainLayer(ctx, &store.DomainLayer{Name: "earn", Source: src, SHA256: "x", UpdatedAt: time.Now().UnixMilli()}, store.LayersDigest(stored)); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+
+	l := startLive(t, "sqlite", dir)
+	for _, path := range []string{"/v1/facts", "/v1/entities/acc-1/charge"} {
+		body := map[string]any{"amount": 500}
+		if path == "/v1/facts" {
+			body = map[string]any{"entity_id": "acc-1", "type": "charge", "data": map[string]any{"amount": 500}}
+		}
+		code, hdr, out := l.callHeader("POST", path, l.key, body)
+		if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(fmt.Sprint(out["detail"]), "account ledger plugin was refused at start-up") {
+			t.Fatalf("POST %s on a type whose plugin was refused: %d %v", path, code, out)
+		}
+	}
+	// The stored manifest is removed through the admin API of the
+	// process still serving.
+	if code, body := l.call("DELETE", "/v1/admin/domain/earn", l.op, nil); code != 200 {
+		t.Fatalf("remove the stored manifest: %d %v", code, body)
 	}
 }

@@ -26,6 +26,10 @@ type Ledgers struct {
 	// entity types answer 503 until then instead of running without
 	// their rules.
 	Loading func(name string) bool
+	// Refused, when set, reports names whose plugin the start-up load
+	// refused (it does not fit the manifests): their entity types answer
+	// 503 until a version that fits is loaded, never the fallback.
+	Refused func(name string) bool
 	// Commands, when set, keeps the plugins' command lists across calls.
 	Commands *CommandCache
 }
@@ -37,7 +41,7 @@ func (l Ledgers) Ledger(name string) (ledger.Ledger, bool) {
 	if b, ok := l.Builtin.Ledger(name); ok {
 		return b, true
 	}
-	return &pluginLedger{name: name, reg: l.Registry, fallback: ledger.Generic{}, loading: l.Loading, specs: l.Commands}, true
+	return &pluginLedger{name: name, reg: l.Registry, fallback: ledger.Generic{}, loading: l.Loading, refused: l.Refused, specs: l.Commands}, true
 }
 
 // Missing lists the names of a set of ledger names that are neither
@@ -93,6 +97,7 @@ type pluginLedger struct {
 	reg      *wasm.Registry
 	fallback ledger.Ledger
 	loading  func(string) bool
+	refused  func(string) bool
 
 	specs *CommandCache // nil: commands are listed on every call
 }
@@ -113,6 +118,12 @@ type commandSpecs struct {
 
 // errLoading is answered while the plugin is still loading at start-up.
 func (l *pluginLedger) errLoading() error {
+	if l.refused != nil && l.refused(l.name) {
+		pe := problem.Newf(problem.Unavailable, "The %s ledger plugin was refused at start-up: the manifests name what it lacks (the log says what); "+
+			"its entity types answer 503 until a version that fits is loaded", l.name)
+		pe.Headers = map[string]string{"Retry-After": "30"}
+		return pe
+	}
 	pe := problem.Newf(problem.Unavailable, "The %s ledger plugin is still loading; retry in a few seconds", l.name)
 	pe.Headers = map[string]string{"Retry-After": "5"}
 	return pe
@@ -135,7 +146,9 @@ func (l *pluginLedger) NotReady() error {
 
 // stillLoading reports whether the plugin, not loaded here, is one still
 // loading at start-up (rather than one to stand in for with the fallback).
-func (l *pluginLedger) stillLoading() bool { return l.loading != nil && l.loading(l.name) }
+func (l *pluginLedger) stillLoading() bool {
+	return l.loading != nil && l.loading(l.name) || l.refused != nil && l.refused(l.name)
+}
 
 func (l *pluginLedger) current() (*wasm.Plugin, bool) {
 	p, ok := l.reg.Get(l.name)
