@@ -652,10 +652,27 @@ func TestQueriesFollowAcknowledgedConfigChanges(t *testing.T) {
 		t.Fatalf("after a new version: meta %v, want version %d", got.meta, next.Version)
 	}
 
+	// Renamed: the old name is not found at once, the new one is.
+	cur, err := st.GetConfig(context.Background(), tenant, "cfg_calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := *cur
+	renamed.Version++
+	renamed.Name = "renamed"
+	renamed.CreatedAt = time.Now().UnixMilli()
+	if err := st.PutConfigVersion(context.Background(), &renamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Query(context.Background(), tenant, "calls", map[string]any{"mode": "compute"}); !strings.Contains(fmt.Sprint(err), "not found") {
+		t.Fatalf("query by the old name after a rename: %v, want not found", err)
+	}
+	queryNamed(t, s, "renamed", "compute", true)
+
 	if _, err := st.ArchiveConfig(context.Background(), tenant, "cfg_calls", time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	for _, ref := range []string{"calls", "cfg_calls"} {
+	for _, ref := range []string{"renamed", "cfg_calls"} {
 		_, _, err := s.Query(context.Background(), tenant, ref, map[string]any{"mode": "compute"})
 		var pe *problem.Error
 		if !errors.As(err, &pe) || pe.Kind.Status != 404 {

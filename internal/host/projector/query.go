@@ -98,18 +98,19 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 // ones, then in the store (a config created a moment ago).
 func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, error) {
 	type candidate struct {
-		id string
-		t  *tracked
+		id     string
+		byName string // the name it was found by; "" when by id
+		t      *tracked
 	}
 	var cands []candidate
 	s.mu.Lock()
 	if t := s.tracked[ref{tenant, name}]; t != nil && t.current != nil {
-		cands = append(cands, candidate{name, t})
+		cands = append(cands, candidate{name, "", t})
 	}
 	var byName *candidate
 	for r, t := range s.tracked {
 		if r.tenant == tenant && t.name == name && t.current != nil && (byName == nil || r.id < byName.id) {
-			byName = &candidate{r.id, t}
+			byName = &candidate{r.id, name, t}
 		}
 	}
 	s.mu.Unlock()
@@ -117,7 +118,7 @@ func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, er
 		cands = append(cands, *byName)
 	}
 	for _, c := range cands {
-		if t := s.confirm(ctx, tenant, c.id, c.t); t != nil {
+		if t := s.confirm(ctx, tenant, c.id, c.byName, c.t); t != nil {
 			return t, nil
 		}
 	}
@@ -143,9 +144,11 @@ func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, er
 // confirm holds a running projection against its config in the store, so
 // that a query answers as the last acknowledged config change says
 // rather than as the background sync last saw it (up to SyncInterval
-// behind): archived, it is not found; at a newer version, that version
-// is applied now. The store unreadable, the running projection answers.
-func (s *Service) confirm(ctx context.Context, tenant, id string, t *tracked) *tracked {
+// behind): archived, or renamed when found by its old name (byName), it
+// is not found; at a newer version, that version is applied now (queries
+// read the version before it until it has caught up, as always). The
+// store unreadable, the running projection answers.
+func (s *Service) confirm(ctx context.Context, tenant, id, byName string, t *tracked) *tracked {
 	c, err := s.opts.Store.GetConfig(ctx, tenant, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -153,6 +156,8 @@ func (s *Service) confirm(ctx context.Context, tenant, id string, t *tracked) *t
 	case err != nil:
 		return t
 	case c.Type != ConfigType || c.Status != store.ConfigActive:
+		return nil
+	case byName != "" && c.Name != byName:
 		return nil
 	case c.Version > t.current.version:
 		if n := s.apply(ctx, c); n != nil && n.current != nil {
