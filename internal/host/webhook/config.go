@@ -31,6 +31,12 @@ func (s *Service) checkConfig(ctx context.Context, tenant string, in *platform.C
 	if msg := s.policy.checkURLHost(settings.URL); msg != "" {
 		errs = append(errs, problem.FieldError{Field: "settings.url", Code: problem.CodeFormat, Message: msg})
 	}
+	if extra := newSettingsProblems(in.Settings); len(extra) > 0 {
+		errs = append(errs, extra...)
+		if ref, _ := in.Settings["secret_ref"].(string); len(ref) > maxSecretRefLength {
+			settings.SecretRef = "" // not looked up: the refusal says enough
+		}
+	}
 	switch in.ScopeType {
 	case "":
 		in.ScopeType = ScopeAccount

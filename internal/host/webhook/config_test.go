@@ -9,6 +9,7 @@ import (
 
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
 )
 
 // Acceptance: config validation at creation for every bound of the
@@ -65,6 +66,8 @@ func TestConfigValidation(t *testing.T) {
 		{"url with a hex address", with("url", "https://0x7f.0.0.1/x"), [2]string{}, "settings.url", problem.CodeFormat},
 		{"url with an address out of range", with("url", "https://999.1.1.1/x"), [2]string{}, "settings.url", problem.CodeFormat},
 		{"url with digits in its host name", with("url", "https://hooks1.example.com/x"), [2]string{}, "", ""},
+		{"url with a full-width octal address", with("url", "https://\uff10\uff11\uff17\uff17.\uff10.\uff10.\uff12/x"), [2]string{}, "settings.url", problem.CodeFormat},
+		{"url with one full-width digit", with("url", "https://0177.0.0.\uff12/x"), [2]string{}, "settings.url", problem.CodeFormat},
 		{"secret_ref unknown", with("secret_ref", "webhook_secret_nosuch1"), [2]string{}, "settings.secret_ref", problem.CodeFormat},
 		{"inline secret field", with("secret", "whsec_abc"), [2]string{}, "settings.secret", problem.CodeUnknownField},
 		{"unknown setting", with("colour", "red"), [2]string{}, "settings.colour", problem.CodeUnknownField},
@@ -175,5 +178,19 @@ func TestConfigDefaultsAndVersions(t *testing.T) {
 	v2, err := e.plat.UpdateConfig(t.Context(), tenantA, c.ID, platform.ConfigInput{Settings: e.settings(nil)})
 	if err != nil || v2.Version != 2 || v2.ScopeType != ScopeAccount {
 		t.Fatalf("version 2: %+v, %v", v2, err)
+	}
+}
+
+// TestStoredConfigsKeepFiringUnderNewChecks: the checks a new config
+// passes beyond ParseSettings do not apply to versions already stored,
+// which keep firing (the matcher compiles them with ParseSettings).
+func TestStoredConfigsKeepFiringUnderNewChecks(t *testing.T) {
+	t.Parallel()
+	settings := `{"url":"https://hooks.example.com/x#frag","secret_ref":"webhook_secret_` + strings.Repeat("a", 100) + `","triggers":["outcome.deal_won"]}`
+	if _, err := compile(&store.Config{ID: "cfg_1", TenantID: "t1", Version: 1, Type: "webhook", Settings: json.RawMessage(settings)}); err != nil {
+		t.Fatalf("a stored config refused: %v", err)
+	}
+	if errs := newSettingsProblems(map[string]any{"url": "https://hooks.example.com/x#frag", "secret_ref": "webhook_secret_" + strings.Repeat("a", 100)}); len(errs) != 2 {
+		t.Fatalf("a new config: %v, want the fragment and the secret_ref refused", errs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 
 	"github.com/factline/factline/internal/host/problem"
 )
@@ -71,7 +72,7 @@ const (
 )
 
 var (
-	secretRefRe = regexp.MustCompile(`^webhook_secret_[a-z0-9]{1,64}$`)
+	secretRefRe = regexp.MustCompile(`^webhook_secret_[a-z0-9]+$`)
 	triggerRe   = regexp.MustCompile(`^[a-z_]+\.[a-z_]+$`)
 	headerRe    = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]{1,128}$")
 	mappedKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
@@ -166,7 +167,7 @@ func ParseSettings(m map[string]any) (Settings, []problem.FieldError) {
 		case !isStr:
 			errs.add("secret_ref", problem.CodeType, "secret_ref must be a string")
 		case !secretRefRe.MatchString(ref):
-			errs.add("secret_ref", problem.CodeFormat, "secret_ref must be webhook_secret_ followed by 1-64 lowercase letters and digits; it references a secret and never holds one")
+			errs.add("secret_ref", problem.CodeFormat, "secret_ref must be webhook_secret_ followed by lowercase letters and digits; it references a secret and never holds one")
 		default:
 			s.SecretRef = ref
 		}
@@ -256,20 +257,9 @@ func checkURL(raw string) string {
 	if u.User != nil {
 		return "url must not carry credentials; send them in headers"
 	}
-	if strings.ContainsAny(raw, " \t") {
-		return "url must not contain spaces (percent-encode them as %20)"
-	}
-	if strings.Contains(raw, "#") {
-		return "url must not have a fragment (#...): it is never sent to the receiver"
-	}
 	host := u.Hostname()
 	if !strings.Contains(strings.Trim(host, "."), ".") {
 		return "url's host name must contain a dot (a public host name, not " + host + ")"
-	}
-	if looksNumeric(host) {
-		if _, err := netip.ParseAddr(host); err != nil {
-			return "url's host " + host + " is neither a host name nor an IPv4 address in dotted decimal (no leading zeros, octal or hex parts)"
-		}
 	}
 	if port := u.Port(); port != "" {
 		var p int
@@ -278,6 +268,48 @@ func checkURL(raw string) string {
 		}
 	}
 	return ""
+}
+
+// maxSecretRefLength bounds a new config's secret_ref (the prefix and 64
+// characters; the server makes them of 26).
+const maxSecretRefLength = len("webhook_secret_") + 64
+
+// newSettingsProblems are the checks of a config being created or
+// updated beyond ParseSettings, which also reads stored configs: a
+// config stored before a check was added keeps firing. A URL with a raw
+// space, a fragment (never sent to a receiver) or a host of digits and
+// dots that is not a dotted-decimal IPv4 address (0177.0.0.2 and
+// 0x7f.0.0.1 are read differently by different resolvers; full-width
+// digits are mapped to ASCII, as the HTTP client maps them) could never
+// be delivered to as meant; a secret_ref longer than any the server
+// makes names no secret.
+func newSettingsProblems(m map[string]any) []problem.FieldError {
+	var errs []problem.FieldError
+	if raw, ok := m["url"].(string); ok && checkURL(raw) == "" {
+		msg := ""
+		switch u, _ := url.Parse(raw); {
+		case strings.ContainsAny(raw, " \t"):
+			msg = "url must not contain spaces (percent-encode them as %20)"
+		case strings.Contains(raw, "#"):
+			msg = "url must not have a fragment (#...): it is never sent to the receiver"
+		default:
+			host := u.Hostname()
+			if a, err := idna.Lookup.ToASCII(host); err == nil {
+				host = a
+			}
+			if _, err := netip.ParseAddr(host); err != nil && looksNumeric(host) {
+				msg = "url's host " + u.Hostname() + " is neither a host name nor an IPv4 address in dotted decimal (no leading zeros, octal or hex parts)"
+			}
+		}
+		if msg != "" {
+			errs = append(errs, problem.FieldError{Field: "settings.url", Code: problem.CodeFormat, Message: msg})
+		}
+	}
+	if ref, ok := m["secret_ref"].(string); ok && len(ref) > maxSecretRefLength {
+		errs = append(errs, problem.FieldError{Field: "settings.secret_ref", Code: problem.CodeFormat,
+			Message: fmt.Sprintf("secret_ref must be at most %d characters; it references a secret and never holds one", maxSecretRefLength)})
+	}
+	return errs
 }
 
 // looksNumeric reports a host of digits and dots only (or hex parts such
