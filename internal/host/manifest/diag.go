@@ -144,6 +144,8 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 func (c *checker) syntax(err error, src []byte) {
 	msg := err.Error()
 	line, col := 0, 1
+	// yaml.v3 counts a lone CR as a line break too.
+	norm := bytes.ReplaceAll(bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
 		if i := strings.Index(rest, ":"); i > 0 {
 			_, _ = fmt.Sscanf(rest[:i], "%d", &line) // no number: line stays 0
@@ -156,7 +158,7 @@ func (c *checker) syntax(err error, src []byte) {
 			// Inside a construct it reports where the construct starts
 			// (the enclosing mapping of a missing key, for one); the line
 			// at fault is the first one the document cannot take.
-			if at := firstBadLine(src, line-1); at > line {
+			if at := firstBadLine(norm, line-1, syntaxProblem(err.Error())); at > line {
 				switch {
 				case strings.Contains(msg, "did not find expected key"):
 					msg += fmt.Sprintf(" (in the mapping that starts at line %d)", line)
@@ -166,10 +168,15 @@ func (c *checker) syntax(err error, src []byte) {
 				line = at
 			}
 			// At the end of the input it may name the line after the last.
-			if n := lineCount(src); line > n {
+			if n := lineCount(norm); line > n {
 				line = n
 			}
-			col = syntaxColumn(lineText(src, line), msg)
+			// A blank line (the end of the input after blank lines) gives
+			// no clue: the last line with text before it does.
+			for line > 1 && strings.TrimSpace(lineText(norm, line)) == "" {
+				line--
+			}
+			col = syntaxColumn(lineText(norm, line), msg)
 		}
 	} else {
 		msg = "YAML syntax error: " + strings.TrimPrefix(msg, "yaml: ")
@@ -184,6 +191,19 @@ func (c *checker) syntax(err error, src []byte) {
 		line, col = 1, 1
 	}
 	c.diags = append(c.diags, Diagnostic{File: c.file, Line: line, Column: col, Message: msg})
+}
+
+// syntaxProblem is a yaml.v3 error message without its "yaml: line N:"
+// prefix.
+func syntaxProblem(msg string) string {
+	rest, ok := strings.CutPrefix(msg, "yaml: line ")
+	if !ok {
+		return msg
+	}
+	if i := strings.Index(rest, ":"); i > 0 {
+		return rest[i+1:]
+	}
+	return rest
 }
 
 // lineText is line n (1-based) of src without its line break, or "".
@@ -230,7 +250,7 @@ func syntaxColumn(text, msg string) int {
 			break
 		}
 		for i := range len(text) {
-			if (text[i] == '@' || text[i] == '`' || text[i] == '\t') && startsToken(i) {
+			if (text[i] == '@' || text[i] == '`') && startsToken(i) {
 				at = i
 				break
 			}
@@ -416,11 +436,11 @@ func distance(a, b string) int {
 }
 
 // firstBadLine is the first line after line from such that the document up to
-// and including it no longer parses, or 0 when the whole document parses
+// and including it no longer parses, for the reason problem, or 0 when the whole document parses
 // up to every line. A prefix that fails stays failing as lines are added
 // (the bad token is in it), so a binary search finds the line in a few
 // parses, whatever the file's length.
-func firstBadLine(src []byte, from int) int {
+func firstBadLine(src []byte, from int, problem string) int {
 	lines := bytes.SplitAfter(src, []byte("\n"))
 	if len(lines[len(lines)-1]) == 0 {
 		lines = lines[:len(lines)-1] // the final line break starts no line
@@ -428,9 +448,13 @@ func firstBadLine(src []byte, from int) int {
 	if from < 0 || from >= len(lines) {
 		return 0
 	}
+	// A prefix counts as failing when it fails with the document's own
+	// problem: one cut inside a valid construct spanning lines (a flow
+	// collection, a quoted scalar) fails too, with a problem of its own.
 	fails := func(k int) bool {
 		var n yaml.Node
-		return yaml.Unmarshal(bytes.Join(lines[:k], nil), &n) != nil
+		err := yaml.Unmarshal(bytes.Join(lines[:k], nil), &n)
+		return err != nil && syntaxProblem(err.Error()) == problem
 	}
 	k := from + 1 + sort.Search(len(lines)-from, func(i int) bool { return fails(from + 1 + i) })
 	// A construct spanning lines (a flow collection, a quoted scalar) can

@@ -34,6 +34,11 @@ func TestUnparsableManifestsHavePositions(t *testing.T) {
 		{"second mapping value on a line", head + "x: a: b\n", "3:5: YAML syntax error: mapping values are not allowed in this context"},
 		{"quote never closed", head + "x: [a, \"b]\ny: 1\n", "3:8: YAML syntax error: found unexpected end of stream"},
 		{"bracket never closed", head + "x: [a, b\ny: 1\n", "3:4: YAML syntax error: did not find expected ',' or ']'"},
+		{"bad line after a flow sequence over lines", head + "x:\n  y: [1,\n    2,\n    3]\n  z: 3\n w: 4\n", "8:2: YAML syntax error: did not find expected key"},
+		{"bad line after a quoted scalar over lines", head + "x:\n  y: \"multi\n    line\"\n  z: 3\n w: 4\n", "7:2: YAML syntax error: did not find expected key"},
+		{"tab before a character no token starts with", head + "x:   \t  @y\n", "3:9: YAML syntax error: found character that cannot start any token"},
+		{"bracket never closed before blank lines", head + "x: [a,\n\n\n\n", "3:4: YAML syntax error: did not find expected node content"},
+		{"lone CR line ends", "name: g\rversion: \"1\"\rx:\r  a: 1\r b: 2\r", "5:2: YAML syntax error: did not find expected key"},
 		{"item indented less than its sequence", head + "x:\n  - a\n - b\n", "5:2: YAML syntax error: did not find expected key"},
 		{"item indented more than its sequence", "routes:\n  - path: /a\n    method: GET\n   entity: e\n", "4:4: YAML syntax error: did not find expected '-' indicator (in the sequence that starts at line 2)"},
 	} {
