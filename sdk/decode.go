@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -435,13 +436,50 @@ func (d *Decoder) Value(v any) error {
 		if field := failingMember(raw, reflect.TypeOf(v)); field != "" && field != "." {
 			c := *e
 			c.Field = field
-			if c.Code == "invalid_decimal" {
-				c.Message = field + ": " + c.Message
-			}
 			return &c
 		}
 	}
 	return err
+}
+
+// jsonFields maps the JSON member names of struct type t to their field
+// types, as encoding/json names them: a json tag's name, else the field's
+// name; the fields of an embedded struct without a tag name are promoted
+// (the shallower field of a name wins).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" && f.Tag.Get("json") == "-" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
+			embedded = append(embedded, ft)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		name := f.Name
+		if tag != "" {
+			name = tag
+		}
+		out[name] = f.Type
+	}
+	for _, et := range embedded {
+		for name, typ := range jsonFields(et) {
+			if _, ok := out[name]; !ok {
+				out[name] = typ
+			}
+		}
+	}
+	return out
 }
 
 // failingMember is the path ("amount", "lines[2].price") of the first
@@ -471,33 +509,32 @@ func failingMember(raw []byte, t reflect.Type) string {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		var members map[string]json.RawMessage
-		if json.Unmarshal(raw, &members) != nil {
+		// Members in the order sent: with a name sent twice, encoding/json
+		// failed on the first.
+		fields := jsonFields(t)
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 			return ""
 		}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
+		for dec.More() {
+			tok, err := dec.Token()
+			key, isKey := tok.(string)
+			var value json.RawMessage
+			if err != nil || !isKey || dec.Decode(&value) != nil {
+				return ""
 			}
-			name := f.Name
-			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag == "-" {
-				continue
-			} else if tag != "" {
-				name = tag
-			}
-			m, ok := members[name]
+			ft, ok := fields[key]
 			if !ok {
-				for k, v := range members { // encoding/json matches names without case
-					if strings.EqualFold(k, name) {
-						m, ok, name = v, true, k // named as sent
+				for name, typ := range fields { // encoding/json matches names without case
+					if strings.EqualFold(name, key) {
+						ft, ok = typ, true
 						break
 					}
 				}
 			}
 			if ok {
-				if sub := failingMember(m, f.Type); sub != "" {
-					return join(name, sub)
+				if sub := failingMember(value, ft); sub != "" {
+					return join(key, sub) // named as sent
 				}
 			}
 		}

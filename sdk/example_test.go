@@ -166,7 +166,7 @@ func ExampleAppendInput_DecodeData() {
 	call(appendOnly, abi.ExportDecide, `{"command":"append","input":{"type":"topped_up","data":{"amount":true}}}`)
 	// Output:
 	// status 0: {"facts":[{"type":"topped_up","data":{"amount":1.5}}]}
-	// status 2: {"code":"invalid_decimal","message":"not a decimal number","field":"data"}
+	// status 2: {"code":"invalid_decimal","message":"not a decimal number","field":"data.amount"}
 }
 
 // Decimal is exact: 0.1 added ten times is 1.
