@@ -355,6 +355,28 @@ func TestDomainAdminAPI(t *testing.T) {
 			}
 		})
 	}
+	// The OpenAPI document lists every media type the 415 names.
+	resp, err := http.Get(l.base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody struct {
+				Content map[string]any `json:"content"`
+			} `json:"requestBody"`
+		} `json:"paths"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range []string{"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/json", "text/plain"} {
+		if _, ok := doc.Paths["/v1/admin/domain/{name}"]["put"].RequestBody.Content[mt]; !ok {
+			t.Errorf("the OpenAPI document does not list %s for PUT /v1/admin/domain/{name}", mt)
+		}
+	}
 	// Refused changes left the model as it was.
 	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
 		t.Fatalf("old model after refusals: %d %v", code, body)

@@ -40,11 +40,17 @@ func (a *App) mountDomainAdmin(srv *gateway.Server) {
 	}
 }
 
-// manifestBody is a domain manifest sent as YAML or JSON.
-var manifestBody = []openapi.Media{
-	{Type: "application/json", Schema: openapi.FreeObject("The domain manifest as JSON.")},
-	{Type: "application/yaml", Schema: openapi.String("The domain manifest as YAML (a JSON document is YAML too).")},
-}
+// manifestBody is a domain manifest sent as YAML or JSON, in every media
+// type manifestMediaType takes.
+var manifestBody = func() []openapi.Media {
+	out := []openapi.Media{{Type: "application/json", Schema: openapi.FreeObject("The domain manifest as JSON.")}}
+	for _, t := range manifestMediaTypes {
+		if t != "application/json" {
+			out = append(out, openapi.Media{Type: t, Schema: openapi.String("The domain manifest as YAML (a JSON document is YAML too).")})
+		}
+	}
+	return out
+}()
 
 func (a *App) domainRoutes() []gateway.Route {
 	const (

@@ -514,6 +514,10 @@ func TestHostErrors(t *testing.T) {
 		h.req("GET", "/v1/facts/", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/facts/")
 		h.req("GET", "/v1/entities/e1/?entity_type=account", h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /v1/entities/e1/")
 		h.req("GET", "/health/", "", nil).wantProblem(t, 404, "not-found", "Not Found", "No route matches GET /health/")
+		// Pages for people keep the slash a browser may add.
+		if resp, err := h.srv.App().Test(mustRequest("GET", "/docs/"), 5000); err != nil || resp.StatusCode != 200 {
+			t.Errorf("GET /docs/: %v %v", resp, err)
+		}
 		h.req("POST", "/v1/entities", h.keyA, `{"type": "account",`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		h.req("POST", "/v1/entities", h.keyA, `[1,2]`).wantProblem(t, 400, "bad-request", "Bad Request", "")
 		deep := `{"type":"account","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`

@@ -23,10 +23,10 @@ func (s *Server) routes() {
 	// manifest's table would each read it their own way (//v1/status as
 	// /v1/status, //v1/facts as nothing, /v1/facts/ as /v1/facts). Pages
 	// for people keep the slash a browser may add: the console's (its
-	// home is /console/) and the error index.
+	// home is /console/), the API reference and the error index.
 	s.app.Use(func(c *fiber.Ctx) error {
 		p := c.Path()
-		forPeople := strings.HasPrefix(p, "/console/") || p == "/errors/"
+		forPeople := strings.HasPrefix(p, "/console/") || p == "/errors/" || p == "/docs/"
 		if strings.Contains(p, "//") || len(p) > 1 && strings.HasSuffix(p, "/") && !forPeople {
 			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), p)
 		}

@@ -159,7 +159,9 @@ func TestParseConfigValidation(t *testing.T) {
 			"line 8: rollup.retention.hour: must be an integer (got a number)",
 			"line 8: rollup.retention.weeks: unknown field (known: minute, hour, day, month)"}},
 		{"retention beyond the integer range", ok + "timeWindow: minute\nrollup:\n  enabled: true\n  retention: {minute: 1000000000000}\n", []string{
-			"line 8: rollup.retention.minute: must be an integer between -2147483648 and 2147483647 (got 1000000000000)"}},
+			"line 8: rollup.retention.minute: is out of range (got 1000000000000)"}},
+		{"storage version far out of range", "source: a\nfactTypes: [x]\naggregations: [{field: count, function: count}]\nmaterialize: true\nstorageVersion: 99999999999999999999\n", []string{
+			"line 5: storageVersion: is out of range (got 99999999999999999999)"}},
 		{"retention shorter for coarser windows", ok + "timeWindow: minute\nrollup:\n  enabled: true\n  retention: {minute: 7, hour: 3, day: 0, month: 30}\n", []string{
 			"line 8: rollup.retention.hour: 3 days is shorter than retention.minute (7 days): coarser buckets must be kept at least as long as finer ones",
 			"line 8: rollup.retention.month: 30 days is shorter than retention.day (forever): coarser buckets must be kept at least as long as finer ones"}},

@@ -3,6 +3,7 @@ package projection
 import (
 	"bytes"
 	"errors"
+	"math"
 	"fmt"
 	"io"
 	"regexp"
@@ -249,8 +250,14 @@ func (p *nodeParser) boolean(n *yaml.Node, path string) (bool, bool) {
 func (p *nodeParser) integer(n *yaml.Node, path string, bits int) (int64, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-			if f, err := strconv.ParseFloat(n.Value, 64); err == nil && f == float64(int64(f)) && f < 1e15 && f > -1e15 {
+			f, err := strconv.ParseFloat(n.Value, 64)
+			if err == nil && f == float64(int64(f)) && f < 1e15 && f > -1e15 {
 				return int64(f), true
+			}
+			if err == nil && f == math.Trunc(f) || errors.Is(err, strconv.ErrRange) {
+				p.v.add(path, "is out of range (got %s)", n.Value)
+				p.v.bad[path] = true
+				return 0, false
 			}
 		}
 		p.v.add(path, "must be an integer (got %s)", kindName(n))
@@ -259,7 +266,7 @@ func (p *nodeParser) integer(n *yaml.Node, path string, bits int) (int64, bool) 
 	}
 	i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, bits)
 	if errors.Is(err, strconv.ErrRange) {
-		p.v.add(path, "must be an integer between %d and %d (got %s)", -1<<(bits-1), 1<<(bits-1)-1, n.Value)
+		p.v.add(path, "is out of range (got %s)", n.Value)
 		p.v.bad[path] = true
 		return 0, false
 	}
