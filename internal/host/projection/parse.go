@@ -3,9 +3,9 @@ package projection
 import (
 	"bytes"
 	"errors"
-	"math"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
