@@ -105,6 +105,16 @@ func (a *App) streamStatus(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// A declared subscription that has not saved a position yet (it has
+	// read nothing, or its handler is not served) reads from the start.
+	if cps == nil {
+		cps = map[string]int64{}
+	}
+	for _, sub := range a.Platform.Domain().Subscriptions {
+		if name := subscription.ConsumerName(sub.Name); cps[name] == 0 {
+			cps[name] = 0 // listed even before it has saved a position
+		}
+	}
 	names := slices.Sorted(maps.Keys(cps))
 	consumers := make([]fiber.Map, 0, len(names))
 	for _, name := range names {

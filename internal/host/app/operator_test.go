@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -116,4 +118,32 @@ func TestOperatorListsEveryTenantsProjections(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestDeclaredSubscriptionWithoutAPositionIsListed: a subscription that
+// has not saved a position (its handler is not served, so it has read
+// nothing) is listed at position 0 with the whole stream as its lag; it
+// had been left out of the stream status until it saved one.
+func TestDeclaredSubscriptionWithoutAPositionIsListed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d := filepath.Join(dir, "stalled.yaml")
+	if err := os.WriteFile(d, []byte("name: stalled\nversion: \"1\"\nsubscriptions:\n  - {name: stalled, patterns: [outcome.no_answer], handler: nowhere}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "sqlite", dir, func(c *app.Config) { c.Domains = []string{d} })
+	code, body := l.call("GET", "/v1/admin/stream", l.op, nil)
+	if code != 200 {
+		t.Fatalf("stream status: %d %v", code, body)
+	}
+	for _, c := range dataOf(body)["consumers"].([]any) {
+		m := c.(map[string]any)
+		if m["name"] == "subscription:stalled" {
+			if fmt.Sprint(m["position"]) != "0" || m["declared"] != true {
+				t.Fatalf("stalled subscription listed as %v", m)
+			}
+			return
+		}
+	}
+	t.Fatalf("a declared subscription without a position is not listed: %v", body)
 }
