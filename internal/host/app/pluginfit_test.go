@@ -11,6 +11,7 @@ import (
 
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/testutil"
 )
 
 // TestPluginVersionThatBreaksTheModelIsRefused: a new version of a ledger
@@ -195,8 +196,16 @@ func TestStoredLayerThatStopsFittingAnswers503(t *testing.T) {
 		}
 	}
 	// The stored manifest is removed through the admin API of the
-	// process still serving.
+	// process still serving, and the plugin refused at start-up is loaded
+	// under the changed model: its rules apply again (no overdraft).
 	if code, body := l.call("DELETE", "/v1/admin/domain/earn", l.op, nil); code != 200 {
 		t.Fatalf("remove the stored manifest: %d %v", code, body)
 	}
+	testutil.EventuallyNil(t, time.Minute, func() error {
+		code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "acc-1", "type": "charge", "data": map[string]any{"amount": 500}})
+		if code != 422 {
+			return fmt.Errorf("a charge on an empty account once the plugin may load: %d %v, want the plugin's 422", code, body)
+		}
+		return nil
+	})
 }
