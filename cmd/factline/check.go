@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/host/manifest"
@@ -110,9 +111,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		anyGateway = true
 		src := sources[file]
-		g, err := manifest.ParseGateway(file, src, domain)
+		g, err := manifest.ParseGatewayPartial(file, src, domain)
 		if err != nil {
 			all = append(all, manifest.Diagnostics(file, err)...)
+			// The command routes that are sound in themselves are still
+			// held against their ledgers, so one run lists every problem.
+			if sound := soundCommandRoutes(g, domain); sound != nil {
+				commandRoutes = append(commandRoutes, commandRoute{gw: sound, domain: manifest.MergeDomain(domain, sound)})
+			}
 			continue
 		}
 		withLayerRoutes(file, g)
@@ -169,6 +175,30 @@ func dedupeDiagnostics(in []manifest.Diagnostic) []manifest.Diagnostic {
 			seen[d] = true
 			out = append(out, d)
 		}
+	}
+	return out
+}
+
+// soundCommandRoutes is a gateway of the command routes of g (a manifest
+// with problems) that name a method, a command and an entity type the
+// model or g declares, or nil when there are none.
+func soundCommandRoutes(g *manifest.Gateway, domain *manifest.Domain) *manifest.Gateway {
+	if g == nil {
+		return nil
+	}
+	declared := map[string]bool{}
+	for _, e := range g.Entities {
+		declared[e.Name] = true
+	}
+	out := &manifest.Gateway{Name: g.Name, Version: g.Version, Entities: g.Entities}
+	for _, r := range g.Routes {
+		known := domain.Entities[r.Entity] != nil || declared[r.Entity]
+		if r.Action == manifest.ActionCommand && r.Command != "" && known && slices.Contains([]string{"GET", "POST", "PUT", "PATCH", "DELETE"}, r.Method) {
+			out.Routes = append(out.Routes, r)
+		}
+	}
+	if len(out.Routes) == 0 {
+		return nil
 	}
 	return out
 }

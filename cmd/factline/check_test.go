@@ -187,6 +187,19 @@ func TestCheckListsCommandProblemsBesideOthers(t *testing.T) {
 		!strings.Contains(stdout, empty+":1:1: empty manifest") {
 		t.Fatalf("exit %d, want both problems:\n%s%s", code, stdout, stderr)
 	}
+	// So is one beside other problems of its own file.
+	src, err := os.ReadFile(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gw, append([]byte("colour: blue\n"), src...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = run(t, bin, "check", "--plugin-cache-dir", t.TempDir(), gw)
+	if code != 1 || !strings.Contains(stdout, gw+":9:14: route POST /api/accounts/:id/x: ledger account of entity type account has no command \"earn\"") ||
+		!strings.Contains(stdout, gw+`:1:1: unknown key "colour" in manifest`) {
+		t.Fatalf("exit %d, want both problems of one file:\n%s%s", code, stdout, stderr)
+	}
 }
 
 // TestCheckCommandRoutesWithPluginFlag: --plugin FILE.wasm gives the

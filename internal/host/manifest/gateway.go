@@ -170,16 +170,25 @@ func LoadGatewayFile(path string, domain *Domain) (*Gateway, error) {
 // ParseGateway validates a gateway manifest. On problems it returns an
 // *Error listing every one of them.
 func ParseGateway(file string, src []byte, domain *Domain) (*Gateway, error) {
+	g, err := ParseGatewayPartial(file, src, domain)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// ParseGatewayPartial is ParseGateway that also returns, beside the
+// problems, what the document gave (nil when it is not YAML): routes with
+// problems of their own among the rest, so a checker can go on checking
+// the sound ones.
+func ParseGatewayPartial(file string, src []byte, domain *Domain) (*Gateway, error) {
 	c := &checker{file: file}
 	top := c.parseDocument(src)
 	if top == nil {
 		return nil, c.err()
 	}
 	g := c.gateway(top, domain)
-	if err := c.err(); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return g, c.err()
 }
 
 func (c *checker) gateway(top *yaml.Node, domain *Domain) *Gateway {
