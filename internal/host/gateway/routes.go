@@ -162,6 +162,28 @@ func refuseEnvelopeKeys(in *input, keys ...string) {
 	}
 }
 
+// entityFields gathers an entity body's fields: the members of "data" and
+// the top-level members other than reserved ones. A field sent both ways
+// is refused rather than one of its values kept.
+func entityFields(in *input, reserved func(string) bool) map[string]any {
+	data := in.object("data")
+	fields := make(map[string]any, len(data)+len(in.m))
+	for k, v := range data {
+		fields[k] = v
+	}
+	for k, v := range in.m {
+		if reserved(k) {
+			continue
+		}
+		if _, twice := data[k]; twice {
+			in.errs = append(in.errs, problem.FieldError{Field: "data." + k, Code: problem.CodeFormat,
+				Message: k + " is sent both at the top level and in data; send it once"})
+		}
+		fields[k] = v
+	}
+	return fields
+}
+
 // createEntity: POST /v1/entities with {type, id?, metadata?, ...fields}.
 // Fields may also be sent inside "data"; a field sent both ways is refused
 // rather than one of its values kept.
@@ -179,21 +201,7 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 	}
 	refuseEnvelopeKeys(in, "tenant_id", "version", "created_at", "updated_at")
 	meta := in.object("metadata")
-	data := in.object("data")
-	fields := map[string]any{}
-	for k, v := range data {
-		fields[k] = v
-	}
-	for k, v := range m {
-		if entityReserved[k] {
-			continue
-		}
-		if _, twice := data[k]; twice {
-			in.errs = append(in.errs, problem.FieldError{Field: "data." + k, Code: problem.CodeFormat,
-				Message: k + " is sent both at the top level and in data; send it once"})
-		}
-		fields[k] = v
-	}
+	fields := entityFields(in, func(k string) bool { return entityReserved[k] })
 	if err := in.errWith(func() []problem.FieldError {
 		errs, _ := s.platform.EntityInputErrors(platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields})
 		return errs
@@ -276,21 +284,9 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	typ := in.str("entity_type")
 	refuseEnvelopeKeys(in, "id", "type", "tenant_id", "created_at", "updated_at")
 	meta := in.object("metadata")
-	data := in.object("data")
-	patch := map[string]any{}
-	for k, v := range data {
-		patch[k] = v
-	}
-	for k, v := range m {
-		if k == "version" || k == "entity_type" || k == "metadata" || k == "data" {
-			continue
-		}
-		if _, twice := data[k]; twice {
-			in.errs = append(in.errs, problem.FieldError{Field: "data." + k, Code: problem.CodeFormat,
-				Message: k + " is sent both at the top level and in data; send it once"})
-		}
-		patch[k] = v
-	}
+	patch := entityFields(in, func(k string) bool {
+		return k == "version" || k == "entity_type" || k == "metadata" || k == "data"
+	})
 	if err := in.err(); err != nil {
 		return err
 	}
