@@ -3,6 +3,8 @@ package projection
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/factline/factline/internal/host/projection/internal/hll"
@@ -49,6 +51,8 @@ type blobField struct {
 	Lo  string `json:"lo,omitempty"`
 	Hi  string `json:"hi,omitempty"`
 	HLL []byte `json:"h,omitempty"`
+	// Vals are the distinct values of a base bucket, sorted.
+	Vals []string `json:"v,omitempty"`
 }
 
 // encodeBlob renders the model as a format-1 blob.
@@ -83,6 +87,9 @@ func encodeBlob(s *schema, m *model) ([]byte, error) {
 					}
 					if fc.hll != nil {
 						bf.HLL, _ = fc.hll.MarshalBinary()
+					}
+					if len(fc.vals) > 0 {
+						bf.Vals = slices.Sorted(maps.Keys(fc.vals))
 					}
 				}
 				bl.Buckets = append(bl.Buckets, bb)
@@ -139,11 +146,15 @@ func decodeBlob(s *schema, b []byte) (*model, string, error) {
 						return nil, "", fmt.Errorf("projection: corrupt blob maximum %q", bf.Hi)
 					}
 				}
+				for _, v := range bf.Vals {
+					fc.addDistinct(v)
+				}
 				if len(bf.HLL) > 0 {
-					fc.hll = &hll.Sketch{}
-					if err := fc.hll.UnmarshalBinary(bf.HLL); err != nil {
+					sk := &hll.Sketch{}
+					if err := sk.UnmarshalBinary(bf.HLL); err != nil {
 						return nil, "", fmt.Errorf("projection: corrupt blob sketch: %w", err)
 					}
+					fc.mergeDistinct(&fieldCell{approx: true, hll: sk})
 				}
 			}
 		}

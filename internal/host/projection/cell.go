@@ -2,13 +2,15 @@ package projection
 
 import (
 	"encoding/json"
+	"maps"
 
 	"github.com/factline/factline/internal/host/projection/internal/hll"
 )
 
 // cell is the mergeable state of one bucket: the fact count, and per
 // field the count of numeric values, their exact sum, minimum and
-// maximum, and a HyperLogLog sketch of distinct values.
+// maximum, and its distinct values: the values themselves in a base
+// bucket, a HyperLogLog sketch in a rollup bucket.
 type cell struct {
 	n int64
 	f []fieldCell
@@ -18,14 +20,85 @@ type fieldCell struct {
 	cnt    int64 // numeric values seen
 	sum    number
 	lo, hi number // valid when cnt > 0
+	// vals holds the distinct values themselves, so that base buckets and
+	// unions of them count exactly. A cell that is or takes in a rollup
+	// bucket is approx: its distinct values are the sketch hll (the
+	// contract allows a HyperLogLog in rollups only).
+	vals   map[string]struct{}
 	hll    *hll.Sketch
-	// dcount is the distinct count when the sketch stayed in Redis.
+	approx bool
+	// dcount is the distinct count when the values stayed in Redis.
 	dcount int64
 	dset   bool
 }
 
 func newCell(s *schema) *cell {
 	return &cell{f: make([]fieldCell, len(s.fields))}
+}
+
+// newRollupCell returns the empty cell of a rollup bucket: its distinct
+// values are a sketch from the start.
+func newRollupCell(s *schema) *cell {
+	c := newCell(s)
+	c.markRollup()
+	return c
+}
+
+// markRollup marks an empty cell as a rollup bucket's.
+func (c *cell) markRollup() {
+	for i := range c.f {
+		c.f[i].approx = true
+	}
+}
+
+// addDistinct adds one distinct value.
+func (fc *fieldCell) addDistinct(v string) {
+	if fc.approx {
+		if fc.hll == nil {
+			fc.hll = &hll.Sketch{}
+		}
+		fc.hll.AddString(v)
+		return
+	}
+	if fc.vals == nil {
+		fc.vals = map[string]struct{}{}
+	}
+	fc.vals[v] = struct{}{}
+}
+
+// toSketch turns the distinct values into a sketch, for a union with a
+// rollup bucket.
+func (fc *fieldCell) toSketch() {
+	if fc.approx {
+		return
+	}
+	fc.approx = true
+	if len(fc.vals) > 0 {
+		if fc.hll == nil {
+			fc.hll = &hll.Sketch{}
+		}
+		for v := range fc.vals {
+			fc.hll.AddString(v)
+		}
+	}
+	fc.vals = nil
+}
+
+// mergeDistinct adds the distinct values of o.
+func (fc *fieldCell) mergeDistinct(o *fieldCell) {
+	if o.approx {
+		fc.toSketch()
+		if o.hll != nil {
+			if fc.hll == nil {
+				fc.hll = &hll.Sketch{}
+			}
+			fc.hll.Merge(o.hll)
+		}
+		return
+	}
+	for v := range o.vals {
+		fc.addDistinct(v)
+	}
 }
 
 // add adds one fact's values.
@@ -50,10 +123,7 @@ func (c *cell) add(s *schema, vals []fieldVal) {
 			}
 		}
 		if fs.distinct && v.hasElem {
-			if fc.hll == nil {
-				fc.hll = &hll.Sketch{}
-			}
-			fc.hll.AddString(v.elem)
+			fc.addDistinct(v.elem)
 		}
 	}
 }
@@ -77,11 +147,8 @@ func (c *cell) merge(s *schema, o *cell) {
 			fc.cnt += oc.cnt
 			fc.sum = addNumbers(fc.sum, oc.sum)
 		}
-		if oc.hll != nil {
-			if fc.hll == nil {
-				fc.hll = &hll.Sketch{}
-			}
-			fc.hll.Merge(oc.hll)
+		if s.fields[i].distinct {
+			fc.mergeDistinct(oc)
 		}
 	}
 }
@@ -91,6 +158,9 @@ func (c *cell) clone() *cell {
 	for i := range d.f {
 		if d.f[i].hll != nil {
 			d.f[i].hll = d.f[i].hll.Clone()
+		}
+		if d.f[i].vals != nil {
+			d.f[i].vals = maps.Clone(d.f[i].vals)
 		}
 	}
 	return d
@@ -222,8 +292,14 @@ func (r *renderer) flush() {
 }
 
 func (fc *fieldCell) distinct() int64 {
-	if fc.hll != nil {
+	switch {
+	case fc.dset:
+		return fc.dcount
+	case fc.approx:
+		if fc.hll == nil {
+			return 0
+		}
 		return int64(fc.hll.Count())
 	}
-	return fc.dcount
+	return int64(len(fc.vals))
 }

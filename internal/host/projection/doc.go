@@ -57,21 +57,24 @@
 // <prefix><projectionKey>:<timeWindow>:<bucketKey>[:<group value>...],
 // so the part after the window is exactly the result key. A projection
 // without a timeWindow uses "all" as its window. Rollup levels use their
-// own window (<key>:hour:2024-01-31T22). count_distinct sketches, the
-// bucket index and the metadata have their own keys beside the buckets
+// own window (<key>:hour:2024-01-31T22). Distinct values, the bucket
+// index and the metadata have their own keys beside the buckets
 // (see redis_lua.go).
 //
-// count_distinct. It is a HyperLogLog at every level, base buckets
-// included, so that buckets merge exactly (rollups, aggregated queries and
-// unions over ranges). The sketch is Redis's own (2^14 six-bit registers,
-// MurmurHash64A): the in-process sketch is register-for-register equal to
-// Redis PFADD/PFMERGE/PFCOUNT, so both states and every query mode give
-// the same number. Standard error 0.81%; within 2.5% of the true count
-// with probability above 99.8%. Exact up to about ten values; off by one
-// or two from a few dozen on (measured over 200 sets each: 94% of sets of
-// 50 values counted exactly, 74% of 100, 19% of 400). The contract asks
-// for the number of unique values in base buckets (HyperLogLog only for
-// rollups): this is a known deviation, recorded in docs/decisions.md.
+// count_distinct. A base bucket keeps its distinct values themselves (a
+// Redis set per bucket and field in format 2, a sorted list in the
+// format-1 blob, a map in memory), so its count is exact, and so is an
+// aggregated query over base buckets: the size of the union of their sets.
+// A rollup bucket keeps a HyperLogLog, as the contract allows: Redis's own
+// sketch (2^14 six-bit registers, MurmurHash64A), built when the level is
+// sealed from the children's values or sketches; the in-process sketch is
+// register-for-register equal to Redis PFADD/PFMERGE/PFCOUNT, so both
+// states and every query mode give the same number. Standard error 0.81%;
+// within 2.5% of the true count with probability above 99.8%. A range
+// answered from rollup buckets (long aggregated ranges) is the union of
+// their sketches and of the base buckets at its edges. The fingerprint of
+// a configuration with count_distinct names this form, so state that kept
+// sketches in base buckets is refused (ErrConfigChanged), not misread.
 //
 // Ranges. From and To are inclusive milliseconds, 0 leaves an end open. A
 // bucket is in range when its start is, so a range selects whole buckets,
@@ -84,9 +87,10 @@
 // month boundary, on the engine's clock. Sealing computes it from its
 // children by the contract's table (counts and sums added, averages
 // weighted through sums and counts, minimum of minimums, maximum of
-// maximums, HyperLogLog union) in one atomic step that also moves the
-// level's watermark. (In Redis the engine merges the children's sketches
-// in Go, exactly, and the sealing script first checks that no child
+// maximums, a HyperLogLog of the children's distinct values) in one
+// atomic step that also moves the level's watermark. (In Redis the engine
+// builds the parents' sketches in Go from the children's sets or sketches
+// it read, and the sealing script first checks that no child
 // changed since they were read; Redis's own merge of sparse sketches is
 // far slower.) From then on every fact of that time updates it
 // directly: a late fact updates its base bucket and every sealed coarser

@@ -30,19 +30,20 @@ type entry struct {
 }
 
 type levelStore struct {
+	rollup bool // a coarser level: cells hold distinct values as sketches
 	m      map[string]*entry
 	scores []int64            // sorted, distinct
 	at     map[int64][]string // members per score
 }
 
-func newLevelStore() *levelStore {
-	return &levelStore{m: map[string]*entry{}, at: map[int64][]string{}}
+func newLevelStore(rollup bool) *levelStore {
+	return &levelStore{rollup: rollup, m: map[string]*entry{}, at: map[int64][]string{}}
 }
 
 func newModel(s *schema) *model {
 	m := &model{}
-	for range s.levels {
-		m.levels = append(m.levels, newLevelStore())
+	for j := range s.levels {
+		m.levels = append(m.levels, newLevelStore(j > 0))
 		m.wm = append(m.wm, noTime)
 		m.del = append(m.del, noTime)
 	}
@@ -53,7 +54,7 @@ func (l *levelStore) get(s *schema, mem string, score int64) *entry {
 	if e, ok := l.m[mem]; ok {
 		return e
 	}
-	e := &entry{score: score, c: newCell(s)}
+	e := &entry{score: score, c: l.newCell(s)}
 	l.m[mem] = e
 	if _, ok := l.at[score]; !ok {
 		i, _ := slices.BinarySearch(l.scores, score)
@@ -90,6 +91,14 @@ func (l *levelStore) deleteBelow(h int64) int {
 }
 
 func (l *levelStore) count() int { return len(l.m) }
+
+// newCell returns an empty cell of the level.
+func (l *levelStore) newCell(s *schema) *cell {
+	if l.rollup {
+		return newRollupCell(s)
+	}
+	return newCell(s)
+}
 
 // factDelta is what one fact contributes: its bucket at every level and
 // its field values.

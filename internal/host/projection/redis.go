@@ -124,9 +124,14 @@ func (k rkeys) lock() string                       { return k.base + ":lock" }
 func (k rkeys) index(w Window) string              { return k.base + ":index:" + string(w) }
 func (k rkeys) bucket(w Window, mem string) string { return sparseKey(k.base, w, mem) }
 func (k rkeys) seen(day string) string             { return k.base + ":seen:" + day }
-func (k rkeys) hll(field string, w Window, mem string) string {
-	return sparseKey(k.base+":hll:"+field, w, mem)
+
+// distinct is the key of a bucket's distinct values: a set of the values
+// in a base bucket, a HyperLogLog in a rollup bucket.
+func (k rkeys) distinct(field string, w Window, mem string) string {
+	return sparseKey(k.distinctBase(field), w, mem)
 }
+
+func (k rkeys) distinctBase(field string) string { return k.base + ":dist:" + field }
 
 // ensureScripts loads the scripts so that pipelines can use EVALSHA.
 func (r *RedisState) ensureScripts(ctx context.Context, force bool) error {

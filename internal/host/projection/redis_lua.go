@@ -13,7 +13,9 @@ import "github.com/redis/go-redis/v9"
 //	base:index:<window>        sorted set: bucket member -> bucket start (ms)
 //	base:<window>:<member>     hash per bucket (format 2), member = bucket key
 //	                           then group values, joined by ':'
-//	base:hll:<field>:<window>:<member>  HyperLogLog of a count_distinct field
+//	base:dist:<field>:<window>:<member>  distinct values of a count_distinct
+//	                           field: a set of the values in a base bucket,
+//	                           a HyperLogLog in a rollup bucket
 //	base:seen:<YYYY-MM-DD>     set of processed fact ids, by fact day
 //	base                       the format-1 blob
 //
@@ -57,9 +59,9 @@ local function bkey(base, win, mem)
   if mem == '' then return base .. ':' .. win end
   return base .. ':' .. win .. ':' .. mem
 end
-local function hkey(base, f, win, mem)
-  if mem == '' then return base .. ':hll:' .. f .. ':' .. win end
-  return base .. ':hll:' .. f .. ':' .. win .. ':' .. mem
+local function dkey(base, f, win, mem)
+  if mem == '' then return base .. ':dist:' .. f .. ':' .. win end
+  return base .. ':dist:' .. f .. ':' .. win .. ':' .. mem
 end
 -- check returns an error reply table, or nil when the projection may be
 -- used with this version (initialising meta when init is true).
@@ -142,20 +144,21 @@ local function sumfield(f, scale, li)
   return n
 end
 local order = {}
-local sk, skOrder = {}, {}
+local sk, skOrder, skCmd = {}, {}, {}
 local skl, bk = {}, {}
 for j = 1, L do skl[j] = {}; bk[j] = {} end
-local function sketch(j, f, mem, v)
+local function distinct(j, f, mem, v)
   local byMem = skl[j][f]
   if not byMem then byMem = {}; skl[j][f] = byMem end
   local list = byMem[mem]
   if not list then
     list = {}
     byMem[mem] = list
-    local key = base .. ':hll:' .. fname[f] .. ':' .. wins[j]
-    if mem ~= '' then key = key .. ':' .. mem end
+    local key = dkey(base, fname[f], wins[j], mem)
     sk[key] = list
     skOrder[#skOrder + 1] = key
+    -- Base buckets keep the values; rollup buckets a HyperLogLog.
+    if j == 1 then skCmd[key] = 'SADD' else skCmd[key] = 'PFADD' end
   end
   list[#list + 1] = v
 end
@@ -267,7 +270,7 @@ for i = 1, nf do
                 if not a.hi[f] or dcmp(v, a.hi[f]) > 0 then a.hi[f] = v end
               end
             end
-            if velem[f] then sketch(j, f, mem, velem[f]) end
+            if velem[f] then distinct(j, f, mem, velem[f]) end
           end
         else
           break -- levels above are not sealed either
@@ -300,9 +303,9 @@ for _, a in ipairs(order) do
   end
 end
 for _, key in ipairs(skOrder) do
-  local list = sk[key]
+  local list, cmd = sk[key], skCmd[key]
   for i = 1, #list, 500 do
-    redis.call('PFADD', key, unpack(list, i, math.min(i + 499, #list)))
+    redis.call(cmd, key, unpack(list, i, math.min(i + 499, #list)))
   end
 end
 local through = mv[2*L + 1]
@@ -389,9 +392,9 @@ for _ = 1, nb do
     local f, nv = ARGV[p], tonumber(ARGV[p + 1])
     local first = p + 2
     p = first + nv
-    local hk = hkey(base, f, win, mem)
+    local dk = dkey(base, f, win, mem)
     for i = first, first + nv - 1, 500 do
-      redis.call('PFADD', hk, unpack(ARGV, i, math.min(i + 499, first + nv - 1)))
+      redis.call('SADD', dk, unpack(ARGV, i, math.min(i + 499, first + nv - 1)))
     end
   end
 end
@@ -404,8 +407,8 @@ return {total}
 
 // sealScript seals one level from wm up to newWm: it merges the numeric
 // state of every child bucket with start in [wm, newWm) into its parent
-// and stores the parents' sketches, which the engine merged from the
-// children's sketches it read. It first checks that the children are
+// and stores the parents' sketches, which the engine built from the
+// children's distinct values or sketches it read. It first checks that the children are
 // exactly those the engine read, unchanged (same set, same fact counts);
 // otherwise it writes nothing and returns -7 so that the engine reads
 // again. ARGV: base, version, fp, childWin, parentWin, expected wm (” for
@@ -469,7 +472,7 @@ for i = 1, nc do
 end
 local ns = tonumber(ARGV[p]); p = p + 1
 for i = 1, ns do
-  redis.call('SET', hkey(base, ARGV[p], pw, ARGV[p + 1]), ARGV[p + 2])
+  redis.call('SET', dkey(base, ARGV[p], pw, ARGV[p + 1]), ARGV[p + 2])
   p = p + 3
 end
 redis.call('HSET', meta, wmf, string.format('%.0f', newwm))
@@ -492,7 +495,7 @@ local idx = base .. ':index:' .. win
 local mems = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. h, 'LIMIT', 0, budget)
 for _, mem in ipairs(mems) do
   redis.call('DEL', bkey(base, win, mem))
-  for k = 1, nd do redis.call('DEL', hkey(base, ARGV[7 + k], win, mem)) end
+  for k = 1, nd do redis.call('DEL', dkey(base, ARGV[7 + k], win, mem)) end
   redis.call('ZREM', idx, mem)
 end
 local complete = 0

@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/factline/factline/internal/host/projection/internal/hll"
 )
 
 // Migrations of the Redis state between formats 1 and 2, under a
@@ -158,8 +157,11 @@ func (r *RedisState) writeSparse(ctx context.Context, k rkeys, s *schema, m *mod
 							fields = append(fields, "lo|"+fs.name, fc.lo.String(), "hi|"+fs.name, fc.hi.String())
 						}
 					}
+					if len(fc.vals) > 0 {
+						pipe.SAdd(ctx, k.distinct(fs.name, w, mem), slices.Collect(anyKeys(fc.vals))...)
+					}
 					if fc.hll != nil && !fc.hll.Empty() {
-						pipe.Set(ctx, k.hll(fs.name, w, mem), fc.hll.Redis(), 0)
+						pipe.Set(ctx, k.distinct(fs.name, w, mem), fc.hll.Redis(), 0)
 					}
 				}
 				pipe.HSet(ctx, k.bucket(w, mem), fields...)
@@ -179,7 +181,7 @@ func (r *RedisState) writeSparse(ctx context.Context, k rkeys, s *schema, m *mod
 // deleteSparse removes every format-2 key of the projection's levels,
 // sketches of buckets not sealed yet included.
 func (r *RedisState) deleteSparse(ctx context.Context, k rkeys, s *schema) error {
-	if err := r.deleteMatching(ctx, globEscape(k.base)+":hll:*"); err != nil {
+	if err := r.deleteMatching(ctx, globEscape(k.base)+":dist:*"); err != nil {
 		return err
 	}
 	dist, _ := distinctFields(s)
@@ -196,7 +198,7 @@ func (r *RedisState) deleteSparse(ctx context.Context, k rkeys, s *schema) error
 			for _, mem := range mems {
 				pipe.Del(ctx, k.bucket(w, mem))
 				for _, d := range dist {
-					pipe.Del(ctx, k.hll(d, w, mem))
+					pipe.Del(ctx, k.distinct(d, w, mem))
 				}
 			}
 			zm := make([]any, len(mems))
@@ -231,12 +233,12 @@ func (r *RedisState) migrateToBlob(ctx context.Context, k rkeys, s *schema, meta
 			chunk := zs[i:min(i+redisMigrateChunk, len(zs))]
 			pipe := r.rdb.Pipeline()
 			hs := make([]*redis.MapStringStringCmd, len(chunk))
-			hl := make([][]*redis.StringCmd, len(chunk))
+			hl := make([][]distinctRead, len(chunk))
 			for ci, z := range chunk {
 				mem := z.Member.(string)
 				hs[ci] = pipe.HGetAll(ctx, k.bucket(w, mem))
 				for _, d := range dist {
-					hl[ci] = append(hl[ci], pipe.Get(ctx, k.hll(d, w, mem)))
+					hl[ci] = append(hl[ci], queueDistinct(ctx, pipe, k, d, j, w, mem))
 				}
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -252,19 +254,13 @@ func (r *RedisState) migrateToBlob(ctx context.Context, k rkeys, s *schema, meta
 				if err != nil {
 					return 0, err
 				}
-				for di, cmd := range hl[ci] {
-					b, err := cmd.Bytes()
-					if errors.Is(err, redis.Nil) {
-						continue
-					}
-					if err != nil {
+				if j > 0 {
+					c.markRollup()
+				}
+				for di, rd := range hl[ci] {
+					if err := rd.into(&c.f[distIdx[di]]); err != nil {
 						return 0, err
 					}
-					sk, err := hll.FromRedis(b)
-					if err != nil {
-						return 0, fmt.Errorf("projection: %s: %w", k.hll(dist[di], w, mem), err)
-					}
-					c.f[distIdx[di]].hll = sk
 				}
 				e := m.levels[j].get(s, mem, int64(z.Score))
 				e.c = c

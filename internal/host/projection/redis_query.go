@@ -16,7 +16,7 @@ import (
 // Queries read without scripts (Redis runs plain commands several times
 // faster than the same reads through Lua): the members of each planned
 // range with ZRANGEBYSCORE, then pipelined pages of HGETALL (and
-// PFCOUNT), each page checking before and after its reads that the meta
+// SCARD or PFCOUNT), each page checking before and after its reads that the meta
 // the plan was made from has not changed (watermarks only grow, so equal
 // at both ends means unchanged throughout); two pages are in flight at a
 // time so that Redis reads one while Go decodes another.
@@ -42,8 +42,8 @@ func (r *RedisState) load(ctx context.Context, key string, s *schema, version in
 	if version == 1 {
 		return r.loadBlob(ctx, key, s, plan, aggregate, f)
 	}
-	// Distinct counts of single buckets are PFCOUNTs, which Redis does not
-	// track (PFCOUNT may write): such queries are not cached.
+	// Distinct counts of single buckets (SCARD, or PFCOUNT, which Redis
+	// does not track as it may write) are not cached.
 	if qc := r.queryCache(); qc != nil && (aggregate || !s.hasDist) && qc.mu.TryLock() {
 		ld, meta, err, ok := qc.load(ctx, r, key, s, version, plan, aggregate, f)
 		qc.mu.Unlock()
@@ -207,34 +207,62 @@ func (g *metaGuard) checked(c *redis.SliceCmd) error {
 	return nil
 }
 
-// distinctUnion sets the distinct counts of agg, the union of the
-// buckets of refs: PFCOUNT of several keys merges them without writing.
+// distinctUnion sets the distinct counts of agg, the union of the buckets
+// of refs: exact while they are all base buckets (the union of their sets
+// of values), through sketches once a rollup bucket is among them.
 func (r *RedisState) distinctUnion(ctx context.Context, k rkeys, s *schema, refs []bucketRef, g *metaGuard, agg *cell) error {
 	dist, distIdx := distinctFields(s)
 	if len(dist) == 0 || len(refs) == 0 {
 		return nil
 	}
-	unions := make([]*redis.IntCmd, len(dist))
+	type union struct {
+		base    *redis.StringSliceCmd // SUNION of the base buckets
+		rollups []distinctRead
+	}
+	unions := make([]union, len(dist))
 	guard := g.check()
 	_, err := r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		_ = pipe.Process(ctx, guard)
 		for di, d := range dist {
-			keys := make([]string, len(refs))
-			for i, b := range refs {
-				keys[i] = k.hll(d, s.levels[b.level], b.mem)
+			var baseKeys []string
+			for _, b := range refs {
+				w := s.levels[b.level]
+				if b.level == 0 {
+					baseKeys = append(baseKeys, k.distinct(d, w, b.mem))
+				} else {
+					unions[di].rollups = append(unions[di].rollups, queueDistinct(ctx, pipe, k, d, b.level, w, b.mem))
+				}
 			}
-			unions[di] = pipe.PFCount(ctx, keys...)
+			if len(baseKeys) > 0 {
+				unions[di].base = pipe.SUnion(ctx, baseKeys...)
+			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
 	if err := g.checked(guard); err != nil {
 		return err
 	}
 	for di, fi := range distIdx {
-		agg.f[fi].dcount, agg.f[fi].dset = unions[di].Val(), true
+		var fc fieldCell
+		u := unions[di]
+		if u.base != nil {
+			vals, err := u.base.Result()
+			if err != nil {
+				return err
+			}
+			for _, v := range vals {
+				fc.addDistinct(v)
+			}
+		}
+		for _, rd := range u.rollups {
+			if err := rd.into(&fc); err != nil {
+				return err
+			}
+		}
+		agg.f[fi].dcount, agg.f[fi].dset = fc.distinct(), true
 	}
 	return nil
 }
@@ -308,10 +336,20 @@ func (r *RedisState) loadPlan(ctx context.Context, k rkeys, s *schema, raw []str
 		if !aggregate && len(dist) > 0 {
 			pcs = make([]redis.IntCmd, len(part)*len(dist))
 			for di, d := range dist {
-				args := keyArgs("pfcount", k.base+":hll:"+d, s, part)
-				for i := range part {
+				// A set's size in a base bucket, a sketch's estimate in a
+				// rollup bucket.
+				args := keyArgs("scard", k.distinctBase(d), s, part)
+				var rollupArgs []any
+				for i, b := range part {
+					a := args
+					if b.level > 0 {
+						if rollupArgs == nil {
+							rollupArgs = keyArgs("pfcount", k.distinctBase(d), s, part)
+						}
+						a = rollupArgs
+					}
 					pc := &pcs[di*len(part)+i]
-					*pc = *redis.NewIntCmd(ctx, args[2*i:2*i+2:2*i+2]...)
+					*pc = *redis.NewIntCmd(ctx, a[2*i:2*i+2:2*i+2]...)
 					cmds = append(cmds, pc)
 				}
 			}
@@ -449,8 +487,8 @@ func (r *RedisState) loadPlan(ctx context.Context, k rkeys, s *schema, raw []str
 // state's client's options (one connection, so that the messages reach
 // only the cache); it is closed when the state is garbage collected. One
 // query at a time uses it; a concurrent query reads without the cache.
-// Queries of single buckets' distinct counts (PFCOUNT, which Redis does not
-// track) and queries over more buckets than the cache holds are not
+// Queries of single buckets' distinct counts (SCARD or PFCOUNT; Redis does
+// not track PFCOUNT) and queries over more buckets than the cache holds are not
 // cached. Redis tracks key names across databases, so a change to the same
 // name in another database, or a FLUSHDB of any, also empties entries:
 // more reads, never a stale one.

@@ -79,13 +79,13 @@ func TestKeyArgs(t *testing.T) {
 	k := rkeys{base: "p:key"}
 	refs := []bucketRef{{0, "2024-01-01T00:00:US"}, {1, "2024-01-01T00:"}, {3, "2024-01:a%3Ab"}, {2, ""}}
 	args := keyArgs("hgetall", k.base, s, refs)
-	hll := keyArgs("pfcount", k.base+":hll:user", s, refs)
+	dist := keyArgs("scard", k.distinctBase("user"), s, refs)
 	for i, b := range refs {
 		if got, want := *args[2*i+1].(*string), k.bucket(s.levels[b.level], b.mem); args[2*i] != "hgetall" || got != want {
 			t.Errorf("bucket %d: %v %q, want hgetall %q", i, args[2*i], got, want)
 		}
-		if got, want := *hll[2*i+1].(*string), k.hll("user", s.levels[b.level], b.mem); hll[2*i] != "pfcount" || got != want {
-			t.Errorf("sketch %d: %v %q, want pfcount %q", i, hll[2*i], got, want)
+		if got, want := *dist[2*i+1].(*string), k.distinct("user", s.levels[b.level], b.mem); dist[2*i] != "scard" || got != want {
+			t.Errorf("distinct values %d: %v %q, want scard %q", i, dist[2*i], got, want)
 		}
 	}
 }

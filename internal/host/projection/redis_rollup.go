@@ -3,12 +3,10 @@ package projection
 import (
 	"context"
 	"errors"
-	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/factline/factline/internal/host/projection/internal/hll"
 )
 
 // Rollups of the Redis state: sealing levels and retention.
@@ -126,12 +124,12 @@ func (r *RedisState) sealStep(ctx context.Context, k rkeys, s *schema, version i
 	dist, distIdx := distinctFields(s)
 	pipe := r.rdb.Pipeline()
 	ns := make([]*redis.StringCmd, len(zs))
-	hs := make([][]*redis.StringCmd, len(zs))
+	hs := make([][]distinctRead, len(zs))
 	for i, z := range zs {
 		mem := z.Member.(string)
 		ns[i] = pipe.HGet(ctx, k.bucket(cw, mem), "n")
 		for _, d := range dist {
-			hs[i] = append(hs[i], pipe.Get(ctx, k.hll(d, cw, mem)))
+			hs[i] = append(hs[i], queueDistinct(ctx, pipe, k, d, j-1, cw, mem))
 		}
 	}
 	if len(zs) > 0 {
@@ -144,7 +142,7 @@ func (r *RedisState) sealStep(ctx context.Context, k rkeys, s *schema, version i
 		field int
 		mem   string
 	}
-	parents := map[pkey]*hll.Sketch{}
+	parents := map[pkey]*fieldCell{}
 	var order []pkey
 	args := []any{k.base, strconv.Itoa(version), s.fingerprint, string(cw), string(pw), fmtWatermark(wm), newWm,
 		map[Window]string{Hour: "h", Day: "d", Month: "m"}[pw], cw.bucketLen(), pw.bucketLen(), len(zs)}
@@ -152,29 +150,21 @@ func (r *RedisState) sealStep(ctx context.Context, k rkeys, s *schema, version i
 		mem := z.Member.(string)
 		args = append(args, mem, int64(z.Score), ns[i].Val())
 		pm := member(pw, pw.start(int64(z.Score)), memberGroups(cw, mem), hasGroups)
-		for di, cmd := range hs[i] {
-			b, err := cmd.Bytes()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			if err != nil {
-				return 0, 0, err
-			}
-			sk, err := hll.FromRedis(b)
-			if err != nil {
-				return 0, 0, fmt.Errorf("projection: %s: %w", k.hll(dist[di], cw, mem), err)
-			}
+		for di, rd := range hs[i] {
 			key := pkey{di, pm}
 			if parents[key] == nil {
-				parents[key] = &hll.Sketch{}
+				parents[key] = &fieldCell{approx: true}
 				order = append(order, key)
 			}
-			parents[key].Merge(sk)
+			if err := rd.into(parents[key]); err != nil {
+				return 0, 0, err
+			}
 		}
 	}
+	order = slices.DeleteFunc(order, func(pk pkey) bool { return parents[pk].hll == nil })
 	args = append(args, len(order))
 	for _, pk := range order {
-		args = append(args, s.fields[distIdx[pk.field]].name, pk.mem, string(parents[pk].Redis()))
+		args = append(args, s.fields[distIdx[pk.field]].name, pk.mem, string(parents[pk].hll.Redis()))
 	}
 	if r.root.beforeSeal != nil {
 		r.root.beforeSeal()

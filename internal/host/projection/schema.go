@@ -108,13 +108,21 @@ func compile(c *Config) *schema {
 	aggs := slices.SortedFunc(slices.Values(c.Aggregations), func(a, b Aggregation) int {
 		return strings.Compare(string(a.Function)+"\x00"+a.Field, string(b.Function)+"\x00"+b.Field)
 	})
+	// D names how distinct values are kept (exact values in base buckets
+	// since format "values"); state that kept sketches everywhere is
+	// another meaning, so it is rebuilt rather than mixed in.
+	distinctForm := ""
+	if s.hasDist {
+		distinctForm = "values"
+	}
 	fp, _ := json.Marshal(struct {
 		T []string
 		W Window
 		G []string
 		A []Aggregation
 		R bool
-	}{types, c.TimeWindow, c.GroupBy, aggs, c.rollupEnabled()})
+		D string `json:",omitempty"`
+	}{types, c.TimeWindow, c.GroupBy, aggs, c.rollupEnabled(), distinctForm})
 	sum := sha256.Sum256(fp)
 	s.fingerprint = hex.EncodeToString(sum[:8])
 	return s

@@ -157,6 +157,15 @@ func fingerprint(cfg *projection.Config) string {
 	c := cfg.Clone()
 	c.StorageVersion = 0
 	b, _ := json.Marshal(c)
+	// Distinct counts became exact in base buckets: state kept before
+	// that holds sketches only, so such a projection is rebuilt under a
+	// new key rather than mixing the two.
+	for _, a := range c.Aggregations {
+		if a.Function == projection.CountDistinct {
+			b = append(b, "\x00distinct:values"...)
+			break
+		}
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:6])
 }
