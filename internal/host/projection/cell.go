@@ -166,6 +166,20 @@ func (c *cell) clone() *cell {
 	return d
 }
 
+// snapshot returns a copy of the cell to render: distinct values are
+// copied as their count, not value by value.
+func (c *cell) snapshot() *cell {
+	d := &cell{n: c.n, f: append([]fieldCell(nil), c.f...)}
+	for i := range d.f {
+		fc := &d.f[i]
+		if fc.vals != nil || fc.hll != nil {
+			fc.dcount, fc.dset = fc.distinct(), true
+			fc.vals, fc.hll = nil, nil
+		}
+	}
+	return d
+}
+
 // render returns the result object of a cell. Numbers are exact: count and
 // distinct counts are int64, sums, averages, minimums and maximums are
 // json.Number; an average, minimum or maximum without any numeric value is

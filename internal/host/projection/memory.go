@@ -189,9 +189,9 @@ func (m *MemoryState) load(_ context.Context, key string, s *schema, version int
 	}
 	meta := p.metaLocked(s)
 	ld := p.m.load(s, plan(meta), aggregate, f)
-	// Cells leave the lock: copy them.
+	// Cells leave the lock to be rendered: copy what renders.
 	for i := range ld.buckets {
-		ld.buckets[i].c = ld.buckets[i].c.clone()
+		ld.buckets[i].c = ld.buckets[i].c.snapshot()
 	}
 	return ld, meta, nil
 }
