@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +160,44 @@ func TestDistinctIsExactInBaseBuckets(t *testing.T) {
 					t.Fatalf("verify of the day: %v", rep.Drift)
 				}
 			})
+		}
+	}
+}
+
+// TestLongDistinctValuesAreKeptByHash: a base bucket's set holds at most
+// 64 bytes per value, whatever the values' length, and still tells
+// values apart.
+func TestLongDistinctValuesAreKeptByHash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redisClient(t)
+	st := NewRedisState(rdb).WithPrefix("long:")
+	e := mustEngine(t, mustConfig(t, cfgYAML("day", "", "  - {field: data.user, function: count_distinct}\n")), EngineOptions{State: st})
+	day := ms("2024-03-01T00:00:00Z")
+	long := strings.Repeat("x", 10_000)
+	users := []any{long + "1", long + "2", long + "1", strings.Repeat("y", 64), "\x00" + strings.Repeat("y", 63), map[string]any{"k": long}}
+	for i, u := range users {
+		if err := e.ProcessIncremental(ctx, fact(fmt.Sprintf("f%d", i), "deposit", day, map[string]any{"user": u}), &ProcessOptions{ProjectionKey: "d"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := e.Query(ctx, "d", QueryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r["2024-03-01"].(map[string]any)["user_distinct"]; got != int64(5) {
+		t.Fatalf("user_distinct %v, want 5", got)
+	}
+	members, err := rdb.SMembers(ctx, st.keys("d").distinct("user", Day, "2024-03-01")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 5 {
+		t.Fatalf("set members: %q", members)
+	}
+	for _, m := range members {
+		if len(m) > distinctKeep {
+			t.Fatalf("a member of %d bytes is kept: %.80q", len(m), m)
 		}
 	}
 }

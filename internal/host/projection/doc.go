@@ -38,6 +38,8 @@
 // count_distinct counts present, non-null values by their text: numbers in
 // canonical form, so 7, 7.0 and "7" are one value; objects and arrays as
 // compact JSON with sorted keys; missing and null values are not counted.
+// A value longer than 64 bytes is kept (and counted) as its SHA-256, so a
+// base bucket holds at most 64 bytes per distinct value.
 //
 // Exact numbers. Sums are exact decimals (mantissa and scale, int64 with
 // big.Int overflow; in Redis, base-10^9 limbs added with HINCRBY per

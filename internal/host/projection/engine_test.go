@@ -81,6 +81,15 @@ func TestFunctions(t *testing.T) {
 			fact("6", "deposit", ts, map[string]any{}),
 			fact("7", "deposit", ts, map[string]any{"user": map[string]any{"b": 1, "a": 2}}),
 		}, `{"count":7,"payment_amount_avg":null,"payment_amount_max":null,"payment_amount_min":null,"payment_amount_sum":0,"user_distinct":3}`},
+		{"long distinct values are kept by their hash", []Fact{
+			fact("1", "deposit", ts, map[string]any{"user": strings.Repeat("a", 64) + "1"}),
+			fact("2", "deposit", ts, map[string]any{"user": strings.Repeat("a", 64) + "2"}),
+			fact("3", "deposit", ts, map[string]any{"user": strings.Repeat("a", 64) + "1"}),
+			fact("4", "deposit", ts, map[string]any{"user": strings.Repeat("a", 64)}),
+			fact("5", "deposit", ts, map[string]any{"user": "\x00" + strings.Repeat("a", 64)}),
+			fact("6", "deposit", ts, map[string]any{"user": map[string]any{"k": strings.Repeat("b", 80)}}),
+			fact("7", "deposit", ts, map[string]any{"user": map[string]any{"k": strings.Repeat("b", 80)}}),
+		}, `{"count":7,"payment_amount_avg":null,"payment_amount_max":null,"payment_amount_min":null,"payment_amount_sum":0,"user_distinct":5}`},
 		{"other types and repeated ids are ignored", []Fact{
 			fact("1", "deposit", ts, pay(num("1"))), fact("1", "deposit", ts, pay(num("1"))),
 			fact("2", "withdrawal", ts, pay(num("100"))),

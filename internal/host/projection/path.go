@@ -1,6 +1,8 @@
 package projection
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -127,11 +129,27 @@ func distinctValue(v any, ok bool) (string, bool) {
 	}
 	if s, isStr := v.(string); isStr {
 		if n, isNum := parseNumber(s); isNum {
-			return n.String(), true
+			return distinctText(n.String()), true
 		}
-		return s, true
+		return distinctText(s), true
 	}
-	return groupValue(v, true), true
+	return distinctText(groupValue(v, true)), true
+}
+
+// distinctKeep is the longest distinct value a base bucket keeps as it
+// is.
+const distinctKeep = 64
+
+// distinctText is how a distinct value is kept: as it is up to
+// distinctKeep bytes, else (and when it starts with NUL, the mark) a NUL
+// and its SHA-256 in base64, so a bucket's set holds at most 64 bytes per
+// value and two values are one only when equal (or their hashes collide).
+func distinctText(s string) string {
+	if len(s) <= distinctKeep && (s == "" || s[0] != 0) {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "\x00" + base64.RawStdEncoding.EncodeToString(sum[:])
 }
 
 // escapeGroup makes a group value safe inside keys joined by ':': '%'
