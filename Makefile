@@ -6,7 +6,7 @@ DATA_DIR ?= ./data
 ADDR ?= :8080
 PKGS := ./...
 
-.PHONY: help build run test test-short deps fuzz bench vet fmt clean plugins
+.PHONY: help build run test deps fuzz bench vet clean plugins
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'

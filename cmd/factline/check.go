@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,11 +45,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 1, msg: fmt.Sprintf("--domain: %v", err)}
 	}
 	var layers []*manifest.Domain
+	seen := [][]byte{manifests.Domain}
 	layer := func(file string, src []byte) {
-		// A copy of the built-in manifest is the base itself.
-		if bytes.Equal(src, manifests.Domain) {
+		// A copy of the built-in manifest is the base itself, and a copy
+		// of an earlier layer that layer.
+		if manifest.RepeatsLayer(src, seen) {
 			return
 		}
+		seen = append(seen, src)
 		d, err := manifest.ParseDomain(file, src)
 		if err != nil {
 			all = append(all, manifest.Diagnostics(file, err)...)

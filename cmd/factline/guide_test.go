@@ -6,11 +6,9 @@ package main_test
 // guide's source follows are stated in an HTML comment at its top.
 //
 // What it cannot do literally, and does instead:
-//   - `go get github.com/factline/factline@latest` needs the module proxy to
-//     hold the module; the test requires it from this checkout instead
-//     (`go mod edit -require -replace`), and the guide's own `go mod tidy`
-//     does the rest. Go runs with GOPROXY=off and GOSUMDB=off: nothing is
-//     downloaded or looked up.
+//   - The guide's module requires Factline from the checkout $FACTLINE
+//     names; the test sets it to this checkout. Go runs with GOPROXY=off
+//     and GOSUMDB=off: nothing is downloaded or looked up.
 //   - `factline` is this package's build of the command, first on PATH.
 //   - `factline serve` listens on 127.0.0.1:0 instead of its --addr, and
 //     `--data-dir ./data` becomes the store under test (a fresh data dir,
@@ -39,8 +37,9 @@ import (
 
 const guidePath = "../../sdk/README.md"
 
-// guideGoGet is the guide's command that cannot run offline.
-const guideGoGet = "go get github.com/factline/factline@latest"
+// guideRequire is the guide's command that points the module at a
+// checkout of Factline.
+const guideRequire = "go mod edit -require=github.com/factline/factline@v0.0.0 -replace=github.com/factline/factline=$FACTLINE"
 
 // guideBlock is one fenced code block of the guide.
 type guideBlock struct {
@@ -358,7 +357,7 @@ func TestGuide(t *testing.T) {
 	// GOSUMDB=off: with GOPROXY=off the checksum database would be asked
 	// directly, over the network; the modules come from the local cache,
 	// checked against this repository's go.sum when they were downloaded.
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=")
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=", "FACTLINE="+repo)
 
 	// The module's part of the guide runs once, in document order; the
 	// gateway lines are kept for each store.
@@ -366,7 +365,7 @@ func TestGuide(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir() // the empty directory the guide starts from
 	var gateway []string
-	goGets := 0
+	requires := 0
 	start := time.Now()
 	for _, b := range blocks {
 		where := fmt.Sprintf("sdk/README.md:%d", b.line)
@@ -382,9 +381,8 @@ func TestGuide(t *testing.T) {
 				gateway = append(gateway, where+"\t"+l)
 				continue
 			}
-			if strings.Contains(l, guideGoGet) {
-				goGets++
-				l = strings.ReplaceAll(l, guideGoGet, "go mod edit -require=github.com/factline/factline@v0.0.0 -replace=github.com/factline/factline="+repo)
+			if strings.Contains(l, guideRequire) {
+				requires++
 			}
 			script = append(script, l)
 		}
@@ -407,8 +405,8 @@ func TestGuide(t *testing.T) {
 		}
 		dir = strings.TrimSpace(string(pwd))
 	}
-	if goGets != 1 {
-		t.Fatalf("the guide runs %q %d times; the test replaces it once", guideGoGet, goGets)
+	if requires != 1 {
+		t.Fatalf("the guide runs %q %d times, want once", guideRequire, requires)
 	}
 	t.Logf("the module's commands took %v", time.Since(start).Round(time.Millisecond))
 	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))

@@ -511,6 +511,29 @@ func TestLayerAddsAFactTypeToAGenericType(t *testing.T) {
 	if code != 200 || fmt.Sprint(dataOf(body)["counts"]) != "map[claim_filed:1]" {
 		t.Fatalf("summary through the layer's route: %d %v", code, body)
 	}
+
+	// The same file stored through the admin API (as the README's runtime
+	// section does) is the layer itself: no duplicate route, and removing
+	// it leaves the file's types, so it is not refused for their data.
+	src, err := os.ReadFile("../../../examples/domain/claims.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := l.putDomain("claims", string(src)); code != 201 {
+		t.Fatalf("store the file's manifest: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "claim", "id": "clm-1", "status": "open", "amount": 120}); code != 201 {
+		t.Fatalf("create claim: %d %v", code, body)
+	}
+	if code, body := l.call("GET", "/api/contacts/c-1/summary", l.key, nil); code != 200 {
+		t.Fatalf("summary with the layer stored too: %d %v", code, body)
+	}
+	if code, body := l.call("DELETE", "/v1/admin/domain/claims", l.op, nil); code != 200 && code != 204 {
+		t.Fatalf("remove the stored copy: %d %v", code, body)
+	}
+	if code, body := l.call("GET", "/v1/entities/clm-1?entity_type=claim", l.key, nil); code != 200 {
+		t.Fatalf("claim after the stored copy is removed: %d %v", code, body)
+	}
 }
 
 // TestStoredManifestWaitingForItsPluginIsApplied: a stored domain

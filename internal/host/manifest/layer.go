@@ -202,7 +202,9 @@ func LoadLayered(baseFile string, base []byte, sources []string) (*Domain, error
 // LayerSources parses the base manifest and the layers, and merges them
 // with Layer. Problems of every source are reported together, each at its
 // file:line:col. A layer identical to the base is the base itself (make
-// run names manifests/domain.yaml) and is skipped wherever it comes.
+// run names manifests/domain.yaml) and is skipped wherever it comes; so is
+// a layer identical to an earlier one (a file also stored through the
+// admin API).
 func LayerSources(baseFile string, base []byte, layers []Source) (*Domain, error) {
 	var diags []Diagnostic
 	b, err := ParseDomain(baseFile, base)
@@ -210,10 +212,12 @@ func LayerSources(baseFile string, base []byte, layers []Source) (*Domain, error
 		diags = append(diags, Diagnostics(baseFile, err)...)
 	}
 	var parsed []*Domain
+	seen := [][]byte{base}
 	for _, l := range layers {
-		if bytes.Equal(l.Src, base) {
+		if RepeatsLayer(l.Src, seen) {
 			continue
 		}
+		seen = append(seen, l.Src)
 		d, err := ParseDomain(l.File, l.Src)
 		if err != nil {
 			diags = append(diags, Diagnostics(l.File, err)...)
@@ -225,4 +229,10 @@ func LayerSources(baseFile string, base []byte, layers []Source) (*Domain, error
 		return nil, &Error{Diagnostics: diags}
 	}
 	return Layer(b, parsed...)
+}
+
+// RepeatsLayer reports whether src is byte for byte one of the layers
+// seen before it: layering the same manifest twice changes nothing.
+func RepeatsLayer(src []byte, seen [][]byte) bool {
+	return slices.ContainsFunc(seen, func(b []byte) bool { return bytes.Equal(b, src) })
 }
