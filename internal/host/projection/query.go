@@ -194,6 +194,22 @@ type Entry struct {
 	FactsThroughID string `json:"factsThroughId"`
 }
 
+// FactsThroughID returns the id of the newest fact the cached state under
+// projectionKey holds ("" for none), reading only its metadata.
+func (e *Engine) FactsThroughID(ctx context.Context, projectionKey string) (string, error) {
+	st := e.opts.State
+	if st == nil || projectionKey == "" {
+		return "", ErrNoState
+	}
+	var through string
+	err := e.withFormat(ctx, st, projectionKey, func(version int) error {
+		_, meta, err := st.load(ctx, projectionKey, e.s, version, func(stateMeta) []planRange { return nil }, false, nil)
+		through = meta.through
+		return err
+	})
+	return through, err
+}
+
 // Entry reads a projection back from cached state in the {value,
 // factsThroughId} shape.
 func (e *Engine) Entry(ctx context.Context, projectionKey string, st CachedState) (Entry, error) {

@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -139,4 +140,93 @@ func TestStateLostWhileRunningRebuilds(t *testing.T) {
 	}
 	appendCalls(t, st, 20) // applied to what is left: nothing
 	waitConsistent(t, s, calls(base, 320))
+}
+
+// redisSnapshot keeps every key of the test's database, as a snapshot
+// (RDB) does; restore replaces the database with it, as a Redis
+// restarted from that snapshot would.
+func redisSnapshot(t *testing.T, rdb *redis.Client) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumps := map[string]string{}
+	for _, k := range keys {
+		d, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[k] = d
+	}
+	return func() {
+		t.Helper()
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for k, d := range dumps {
+			if err := rdb.Restore(ctx, k, 0, d).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestStateRestoredFromAnOlderSnapshotCatchesUp: a Redis restarted from
+// an older snapshot keeps the mark but not the facts applied after the
+// snapshot, while the checkpoints in the store have passed them. A running
+// runtime sees the state's newest fact go back and reads again from it; a
+// process started on such a state does the same; either way materialized
+// answers match the facts again.
+func TestStateRestoredFromAnOlderSnapshotCatchesUp(t *testing.T) {
+	for _, running := range []bool{true, false} {
+		name := map[bool]string{true: "while running", false: "at start"}[running]
+		t.Run(name, func(t *testing.T) {
+			st := teststore.Open(t, "sqlite")
+			opt, err := redis.ParseURL(testutil.Redis(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdb := redis.NewClient(opt)
+			t.Cleanup(func() { rdb.Close() })
+			createContact(t, st, "c1")
+			base := factsSoFar()
+			appendCalls(t, st, 300)
+			createConfig(t, st, "cfg_calls", 2)
+			ls := lostState{state: projection.NewRedisState(rdb).WithPrefix("test:"), marker: projector.NewRedisMarker(rdb, "test-marker:")}
+			s := newMarkedServiceWatching(t, st, ls, 50*time.Millisecond)
+			waitConsistent(t, s, calls(base, 300))
+			restore := redisSnapshot(t, rdb)
+			appendCalls(t, st, 40)
+			waitConsistent(t, s, calls(base, 340))
+			if running {
+				restore()
+				waitConsistent(t, s, calls(base, 340))
+				appendCalls(t, st, 10)
+				waitConsistent(t, s, calls(base, 350))
+				return
+			}
+			head, err := st.HeadPosition(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.EventuallyNil(t, 30*time.Second, func() error {
+				cps, err := st.ListCheckpoints(context.Background())
+				if err != nil {
+					return err
+				}
+				for name, cp := range cps {
+					if cp < head {
+						return fmt.Errorf("checkpoint %s at %d, head %d", name, cp, head)
+					}
+				}
+				return nil
+			})
+			stop(t, s)
+			restore()
+			s2 := newMarkedService(t, st, ls)
+			waitConsistent(t, s2, calls(base, 340))
+		})
+	}
 }

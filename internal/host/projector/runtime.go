@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,17 @@ type runtime struct {
 	// runtime ran.
 	marked  atomic.Bool
 	rebuild atomic.Bool
+	// resume asks the next start position to read again the facts the
+	// state lacks: watchMark saw the state go back in time (a Redis
+	// restored from an older snapshot keeps the mark but not what came
+	// after it).
+	resume atomic.Bool
+
+	// applied is the greatest fact id this runtime has handed the engine:
+	// the state's factsThroughId never moves back, so a smaller one means
+	// the state went back.
+	appliedMu sync.Mutex
+	applied   string
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -156,20 +168,56 @@ func (rt *runtime) watchMark(ctx context.Context) {
 			continue
 		}
 		marked, err := rt.s.opts.Marker.Marked(ctx, rt.key)
-		if err != nil || marked {
+		if err != nil {
 			// Unreachable state is not lost state: the consumer's own
 			// errors and retries cover an outage.
 			continue
 		}
+		if marked {
+			if !rt.resume.Load() && rt.wentBack(ctx) {
+				rt.s.log.Warn("projection: cached state went back in time (restored from an older snapshot?); reading again the facts it lacks", "state_key", rt.key)
+				rt.resume.Store(true)
+				rt.restart()
+			}
+			continue
+		}
 		rt.s.log.Warn("projection: cached state lost while running; rebuilding from the first fact", "state_key", rt.key)
 		rt.rebuild.Store(true)
-		rt.ready.Store(false)
-		rt.target.Store(-1)
-		rt.mu.Lock()
-		if rt.rejoin != nil {
-			rt.rejoin()
-		}
-		rt.mu.Unlock()
+		rt.restart()
+	}
+}
+
+// restart makes the runtime not ready and joins the stream again from
+// its start position.
+func (rt *runtime) restart() {
+	rt.ready.Store(false)
+	rt.target.Store(-1)
+	rt.mu.Lock()
+	if rt.rejoin != nil {
+		rt.rejoin()
+	}
+	rt.mu.Unlock()
+}
+
+// wentBack reports whether the state's newest fact is older than one this
+// runtime applied. An unreachable state is not known to have gone back.
+func (rt *runtime) wentBack(ctx context.Context) bool {
+	rt.appliedMu.Lock()
+	applied := rt.applied
+	rt.appliedMu.Unlock()
+	if applied == "" {
+		return false
+	}
+	through, err := rt.engine.FactsThroughID(ctx, rt.key)
+	return err == nil && through < applied
+}
+
+// noteApplied records the greatest fact id of a batch the engine took.
+func (rt *runtime) noteApplied(batch []projection.Fact) {
+	rt.appliedMu.Lock()
+	defer rt.appliedMu.Unlock()
+	for i := range batch {
+		rt.applied = max(rt.applied, batch[i].ID)
 	}
 }
 
@@ -230,10 +278,11 @@ func (rt *runtime) run(ctx context.Context) {
 			rt.s.log.Error("projection consumer stopped", "state_key", rt.key, "err", err)
 			return
 		}
-		if ctx.Err() != nil || !rt.rebuild.Load() {
+		if ctx.Err() != nil || !(rt.rebuild.Load() || rt.resume.Load()) {
 			return
 		}
-		// The mark went missing (watchMark): join again from the first fact.
+		// The mark went missing, or the state went back (watchMark): join
+		// again from the start position.
 	}
 }
 
@@ -245,6 +294,12 @@ func (rt *runtime) run(ctx context.Context) {
 // records fact ids.
 func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
 	st, m := rt.s.opts.Store, rt.s.opts.Marker
+	// What this pass applies is compared with the state from here on:
+	// a state read again from an earlier position is behind what the
+	// previous pass applied until it catches up.
+	rt.appliedMu.Lock()
+	rt.applied = ""
+	rt.appliedMu.Unlock()
 	if rt.rebuild.Load() {
 		// The state was lost while the runtime ran (watchMark).
 		if err := st.SetCheckpoint(ctx, rt.consumerName(), 0); err != nil {
@@ -266,7 +321,8 @@ func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
 	}
 	if marked {
 		rt.marked.Store(true)
-		return cp, nil
+		rt.resume.Store(false)
+		return rt.resumePosition(ctx, cp)
 	}
 	if cp > 0 {
 		v, err := rt.s.opts.State.StorageVersion(ctx, rt.key)
@@ -286,6 +342,66 @@ func (rt *runtime) startPosition(ctx context.Context) (int64, error) {
 	}
 	rt.marked.Store(true)
 	return cp, nil
+}
+
+// resumePosition returns where to read on from checkpoint cp: cp, unless
+// the cached state lacks facts of the projection at or before cp (a Redis
+// restored from an older snapshot keeps its mark but loses what came
+// after it). Then it is the position of the newest fact the state holds:
+// the runtime applies facts in position order, so everything before that
+// position is held, and what it reads again and already holds counts
+// once.
+func (rt *runtime) resumePosition(ctx context.Context, cp int64) (int64, error) {
+	if cp == 0 {
+		return 0, nil
+	}
+	through, err := rt.engine.FactsThroughID(ctx, rt.key)
+	if err != nil {
+		return 0, fmt.Errorf("projection %s: read cached state: %w", rt.key, err)
+	}
+	var from int64
+	if through != "" {
+		f, err := rt.s.opts.Store.GetFact(ctx, rt.tenant, through)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			from = f.Position
+		}
+	}
+	if from >= cp {
+		return cp, nil
+	}
+	lacks, err := rt.factsBetween(ctx, from, cp)
+	if err != nil || !lacks {
+		return cp, err
+	}
+	rt.s.log.Warn("projection: cached state lacks facts its checkpoint passed (restored from an older snapshot?); reading them again",
+		"state_key", rt.key, "checkpoint", cp, "from", from)
+	return from, nil
+}
+
+// factsBetween reports whether a fact the projection reads lies at a
+// position in (from, to]. A page of the fact types' facts of other
+// entity types counts as one: reading again is safe, only slower.
+func (rt *runtime) factsBetween(ctx context.Context, from, to int64) (bool, error) {
+	const page = 100
+	for typ := range rt.types {
+		facts, err := rt.s.opts.Store.ListFacts(ctx, store.FactFilter{TenantID: rt.tenant, Type: typ, AfterPosition: from, Limit: page})
+		if err != nil {
+			return false, err
+		}
+		for i := range facts {
+			if facts[i].Position > to {
+				break
+			}
+			if rt.relevant(&facts[i]) || i == page-1 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func (rt *runtime) checkReady() {
@@ -333,6 +449,7 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) 
 		if err != nil {
 			return 0, fmt.Errorf("projection %s: %w", rt.key, err)
 		}
+		rt.noteApplied(batch)
 	}
 	rt.pos.Store(facts[len(facts)-1].Position)
 	rt.checkReady()
