@@ -161,7 +161,10 @@
 // emits projection.migration_completed with duration_ms and bucket_count.
 // On any error it removes the partial copy, keeps the original active and
 // intact, and emits projection.migration_failed with duration_ms and
-// error. Dedupe records are shared by both formats.
+// error; the engine then reads and writes the original format and tries
+// the migration again after 30 seconds, twice as long after each further
+// failure up to 30 minutes (Engine.Migrate tries at once and returns the
+// error). Dedupe records are shared by both formats.
 //
 // Verify. QueryOptions{Mode: ModeVerify} (or Engine.Verify) computes the
 // query from source over the same buckets the cached state answers with,

@@ -80,6 +80,9 @@ type Engine struct {
 
 	formats    sync.Map // state id + key -> verified storage version
 	nextRollup sync.Map // state id + key -> int64 ms
+	// failedMigrations: state id + key -> *migrationRetry, while the
+	// stored format serves after a failed migration.
+	failedMigrations sync.Map
 	faults     func(step int) error
 }
 
@@ -359,12 +362,44 @@ func (e *Engine) ensureFormat(ctx context.Context, st CachedState, key, ck strin
 		return 0, err
 	}
 	if m.version != 0 && m.version != want {
-		if err := e.migrate(ctx, st, key, m.version, want); err != nil {
-			return 0, err
+		now := e.opts.Now()
+		if r, ok := e.failedMigrations.Load(ck); ok && now.Before(r.(*migrationRetry).at) {
+			return m.version, nil
 		}
+		if err := e.migrate(ctx, st, key, m.version, want); err != nil {
+			if !errors.Is(err, ErrMigration) {
+				return 0, err
+			}
+			// The original format is intact and stays active: it serves
+			// reads and writes until the migration is tried again, after
+			// a wait that doubles with each failure.
+			wait := migrationRetryFirst
+			if r, ok := e.failedMigrations.Load(ck); ok {
+				wait = min(2*r.(*migrationRetry).wait, migrationRetryMax)
+			}
+			e.failedMigrations.Store(ck, &migrationRetry{at: now.Add(wait), wait: wait, err: err})
+			e.opts.Logger.Warn("projection: storage migration failed; the stored format serves until it is tried again",
+				"projection_key", key, "stored_version", m.version, "retry_in", wait, "err", err)
+			return m.version, nil
+		}
+		e.failedMigrations.Delete(ck)
 	}
 	e.formats.Store(ck, want)
 	return want, nil
+}
+
+// Waits before a failed storage migration is tried again.
+const (
+	migrationRetryFirst = 30 * time.Second
+	migrationRetryMax   = 30 * time.Minute
+)
+
+// migrationRetry is when a failed migration is tried again, and the wait
+// that led there.
+type migrationRetry struct {
+	at   time.Time
+	wait time.Duration
+	err  error
 }
 
 func (e *Engine) autoRollup(ctx context.Context, st CachedState, key string) error {

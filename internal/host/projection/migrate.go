@@ -39,7 +39,11 @@ type FactEmitterFunc func(ctx context.Context, f Fact) error
 func (fn FactEmitterFunc) Emit(ctx context.Context, f Fact) error { return fn(ctx, f) }
 
 // Migrate moves the cached state of a projection to the configured
-// storageVersion now (processing and querying do it on first use).
+// storageVersion now (processing and querying do it on first use), and
+// returns the error of a migration that fails (ErrMigration). After a
+// failure, processing and querying use the stored format and try the
+// migration again after 30 seconds, then after twice as long each time up
+// to 30 minutes; Migrate tries at once.
 func (e *Engine) Migrate(ctx context.Context, projectionKey string, st CachedState) error {
 	if st == nil {
 		st = e.opts.State
@@ -47,7 +51,20 @@ func (e *Engine) Migrate(ctx context.Context, projectionKey string, st CachedSta
 	if st == nil || projectionKey == "" {
 		return ErrNoState
 	}
-	return e.withFormat(ctx, st, projectionKey, func(int) error { return nil })
+	ck := e.cacheKey(st, projectionKey)
+	if r, ok := e.failedMigrations.Load(ck); ok {
+		// Try now, keeping the wait that doubles.
+		retry := *r.(*migrationRetry)
+		retry.at = time.Time{}
+		e.failedMigrations.Store(ck, &retry)
+	}
+	if err := e.withFormat(ctx, st, projectionKey, func(int) error { return nil }); err != nil {
+		return err
+	}
+	if r, ok := e.failedMigrations.Load(ck); ok {
+		return r.(*migrationRetry).err
+	}
+	return nil
 }
 
 func (e *Engine) emit(ctx context.Context, typ string, data map[string]any) {

@@ -145,9 +145,10 @@ func TestMigration(t *testing.T) {
 var errInjected = errors.New("injected fault")
 
 // TestMigrationFailure forces a failure in the middle of a migration (in
-// both directions): the original stays readable and active, the partial
-// copy is removed, projection.migration_failed is emitted, and a later
-// migration succeeds.
+// both directions): the original stays readable and active (the engine
+// that failed answers and writes from it), the partial copy is removed,
+// projection.migration_failed is emitted once, the migration is not tried
+// again before its wait, and then succeeds.
 func TestMigrationFailure(t *testing.T) {
 	t.Parallel()
 	for _, kind := range stateKinds {
@@ -178,9 +179,9 @@ func TestMigrationFailure(t *testing.T) {
 					}
 					return nil
 				}
-				_, err := to.Query(ctx, "f", QueryOptions{})
-				if !errors.Is(err, ErrMigration) || !errors.Is(err, errInjected) {
-					t.Fatalf("got %v, want the injected fault wrapped in ErrMigration", err)
+				served, err := to.Query(ctx, "f", QueryOptions{})
+				if err != nil || js(served) != js(orig) {
+					t.Fatalf("query during a failed migration: %v, %s", err, js(served))
 				}
 				if steps != 2 {
 					t.Fatalf("fault hook ran %d times, want 2 (the failure is mid-migration)", steps)
@@ -208,13 +209,43 @@ func TestMigrationFailure(t *testing.T) {
 				if err != nil || js(still) != js(orig) {
 					t.Fatalf("original not readable after the failure: %v", err)
 				}
-				// Without the fault the migration succeeds.
+				// Until its wait is over, the engine does not try again: it
+				// answers, and writes, in the stored format.
 				to.faults = nil
+				late := Fact{ID: "fct_late", Type: "deposit", Timestamp: facts[0].Timestamp, Data: map[string]any{"country": "US", "amount": num("1"), "user": "late"}}
+				if err := to.ProcessIncremental(ctx, late, &ProcessOptions{ProjectionKey: "f"}); err != nil {
+					t.Fatalf("write during the wait: %v", err)
+				}
+				if got := ev.types(); !reflect.DeepEqual(got, []string{MigrationStarted, MigrationFailed}) {
+					t.Fatalf("tried again before the wait: %v", got)
+				}
+				if v, _ := st.StorageVersion(ctx, "f"); v != dir[0] {
+					t.Fatalf("storage version %d during the wait, want %d", v, dir[0])
+				}
+				withLate, err := from.Query(ctx, "f", QueryOptions{})
+				if err != nil || js(withLate) == js(orig) {
+					t.Fatalf("the write during the wait is not in the stored format: %v", err)
+				}
+				// Migrate tries at once and reports the failure.
+				to.faults = func(step int) error {
+					if step == 1 {
+						return errInjected
+					}
+					return nil
+				}
+				if err := to.Migrate(ctx, "f", nil); !errors.Is(err, ErrMigration) || !errors.Is(err, errInjected) {
+					t.Fatalf("Migrate: got %v, want the injected fault wrapped in ErrMigration", err)
+				}
+				to.faults = nil
+				// After the wait, without the fault, the migration succeeds.
+				clk.mu.Lock()
+				clk.now = clk.now.Add(migrationRetryMax)
+				clk.mu.Unlock()
 				got, err := to.Query(ctx, "f", QueryOptions{})
-				if err != nil || js(got) != js(orig) {
+				if err != nil || js(got) != js(withLate) {
 					t.Fatalf("migration after the failure: %v", err)
 				}
-				if types := ev.types(); !reflect.DeepEqual(types, []string{MigrationStarted, MigrationFailed, MigrationStarted, MigrationCompleted}) {
+				if types := ev.types(); !reflect.DeepEqual(types, []string{MigrationStarted, MigrationFailed, MigrationStarted, MigrationFailed, MigrationStarted, MigrationCompleted}) {
 					t.Fatalf("facts emitted: %v", types)
 				}
 			})

@@ -162,13 +162,15 @@ func redisSnapshot(t *testing.T, rdb *redis.Client) (restore func()) {
 	}
 	return func() {
 		t.Helper()
-		if err := rdb.FlushDB(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		for k, d := range dumps {
-			if err := rdb.Restore(ctx, k, 0, d).Err(); err != nil {
-				t.Fatal(err)
+		// One transaction: a Redis loads its snapshot before it serves.
+		if _, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.FlushDB(ctx)
+			for k, d := range dumps {
+				pipe.RestoreReplace(ctx, k, 0, d)
 			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
