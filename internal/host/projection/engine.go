@@ -83,7 +83,7 @@ type Engine struct {
 	// failedMigrations: state id + key -> *migrationRetry, while the
 	// stored format serves after a failed migration.
 	failedMigrations sync.Map
-	faults     func(step int) error
+	faults           func(step int) error
 }
 
 // NewEngine returns an engine for a valid configuration (it is copied).
