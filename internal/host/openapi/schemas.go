@@ -282,7 +282,7 @@ func (b *builder) fixedSchemas() {
 	b.define(schemaQueryResult, object("A projection's results.", []string{"results", "count"}, false,
 		prop{"results", arrayOf("The result rows in bucket order: the result keys (count, <field>_sum ...) plus key (the bucket key; \"aggregated\" for an aggregated query), bucket and window (with a timeWindow) and group (with groupBy).", inline(&openapi3.Schema{Type: &openapi3.Types{openapi3.TypeObject}}))},
 		prop{"count", integer("Number of results.")},
-		prop{"_meta", freeObject("config_id and config_version of the version that answered, mode, ready (false while the projection backfills); in verify mode also consistent and drift.")},
+		prop{"_meta", freeObject("config_id and config_version of the version that answered, mode, ready (false while the projection backfills); in verify mode also consistent and drift; estimated lists the count_distinct keys whose values come from rollup buckets' HyperLogLog sketches.")},
 	))
 	b.define(schemaProjectionQuery, object("A projection query on the platform endpoint.", nil, true,
 		prop{"filters", freeObject("As in QueryRequest.")},

@@ -3,6 +3,7 @@ package projection
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,9 @@ func TestDistinctIsExactInBaseBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 		want(t, r, "aggregated", len(union))
+		if est := Estimated(r); est != nil {
+			t.Fatalf("exact counts listed as estimates: %v", est)
+		}
 		r, err = e.Query(ctx, "d", QueryOptions{Mode: mode, Aggregate: true, Groups: map[string]string{"data.country": "US"}})
 		if err != nil {
 			t.Fatal(err)
@@ -152,12 +156,18 @@ func TestDistinctIsExactInBaseBuckets(t *testing.T) {
 				if got := r["aggregated"].(map[string]any)["user_distinct"]; got != int64(day.Count()) {
 					t.Fatalf("day from its rollup: %v, the sketch of its values says %d", got, day.Count())
 				}
+				if est := Estimated(r); !reflect.DeepEqual(est, []string{"user_distinct"}) {
+					t.Fatalf("estimates of the day from its rollup: %v", est)
+				}
 				rep, err = e.Verify(ctx, "d", QueryOptions{Aggregate: true, From: start, To: start + msDay - 1})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !rep.Consistent {
 					t.Fatalf("verify of the day: %v", rep.Drift)
+				}
+				if est := Estimated(rep.Materialized); !reflect.DeepEqual(est, []string{"user_distinct"}) {
+					t.Fatalf("estimates verify reports for the day: %v", est)
 				}
 			})
 		}

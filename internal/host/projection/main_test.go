@@ -149,3 +149,16 @@ func plainKeys(kind string, keys []string) []string {
 	}
 	return out
 }
+
+// exactView drops the list of estimates from a materialized result's
+// "_meta" (compute results count exactly and list none), to compare the
+// values of both.
+func exactView(r Result) Result {
+	if meta, _ := r["_meta"].(map[string]any); meta != nil {
+		delete(meta, "estimated")
+		if len(meta) == 0 {
+			delete(r, "_meta")
+		}
+	}
+	return r
+}

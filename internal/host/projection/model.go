@@ -217,6 +217,7 @@ func (m *model) load(s *schema, plan []planRange, aggregate bool, filter *groupF
 			if !filter.match(w, mem) {
 				return
 			}
+			out.rollups = out.rollups || r.level > 0
 			if aggregate {
 				out.agg.merge(s, e.c)
 			} else {
@@ -239,6 +240,9 @@ func (m *model) bucketCount() int {
 type loaded struct {
 	buckets []loadedBucket
 	agg     *cell
+	// rollups: a rollup bucket is among those read, so distinct counts
+	// are sketch estimates.
+	rollups bool
 }
 
 type loadedBucket struct {

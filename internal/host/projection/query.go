@@ -118,7 +118,37 @@ func (e *Engine) queryMaterialized(ctx context.Context, key string, q QueryOptio
 	if err != nil {
 		return nil, err
 	}
-	return e.withMeta(e.renderLoaded(ld, q.Aggregate)), nil
+	return e.withEstimates(e.withMeta(e.renderLoaded(ld, q.Aggregate)), ld), nil
+}
+
+// withEstimates lists under "_meta" "estimated" the count_distinct result
+// keys whose values are HyperLogLog estimates: those read rollup buckets.
+func (e *Engine) withEstimates(r Result, ld *loaded) Result {
+	if !ld.rollups || !e.s.hasDist {
+		return r
+	}
+	var keys []string
+	for _, a := range e.s.aggs {
+		if a.fn == CountDistinct {
+			keys = append(keys, a.key)
+		}
+	}
+	meta, _ := r["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		r["_meta"] = meta
+	}
+	meta["estimated"] = keys
+	return r
+}
+
+// Estimated returns the count_distinct result keys a query result's
+// "_meta" lists as estimates: values counted from rollup buckets' sketches
+// (materialized and verify queries that read rollup buckets).
+func Estimated(r Result) []string {
+	meta, _ := r["_meta"].(map[string]any)
+	keys, _ := meta["estimated"].([]string)
+	return keys
 }
 
 func (e *Engine) load(ctx context.Context, st CachedState, key string, q QueryOptions, filter *groupFilter) (*loaded, stateMeta, error) {

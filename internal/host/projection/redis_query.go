@@ -151,6 +151,11 @@ func keyArgs(cmd, base string, s *schema, refs []bucketRef) []any {
 	return args
 }
 
+// readsRollups reports whether a rollup bucket is among refs.
+func readsRollups(refs []bucketRef) bool {
+	return slices.ContainsFunc(refs, func(b bucketRef) bool { return b.level > 0 })
+}
+
 // refsOf lists the buckets of the plan that pass the filter, given the
 // members of each planned range.
 func refsOf(s *schema, p []planRange, zs []*redis.StringSliceCmd, f *groupFilter) []bucketRef {
@@ -294,6 +299,7 @@ func (r *RedisState) loadPlan(ctx context.Context, k rkeys, s *schema, raw []str
 		}
 	}
 	refs := refsOf(s, p, zs, f)
+	out.rollups = readsRollups(refs)
 	names := fieldNames(s)
 	dist, distIdx := distinctFields(s)
 	g := newMetaGuard(ctx, k, s, raw)
@@ -758,6 +764,7 @@ func (c *queryCache) loadPlan(ctx context.Context, r *RedisState, conn *redis.Co
 		}
 	}
 	refs := refsOf(s, p, zs, f)
+	out.rollups = readsRollups(refs)
 	if len(refs) > queryCacheMax {
 		return nil, errNoCache
 	}

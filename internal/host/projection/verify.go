@@ -106,7 +106,7 @@ func (e *Engine) Verify(ctx context.Context, projectionKey string, q QueryOption
 	}
 	computed := e.renderLoaded(m.load(e.s, plan, q.Aggregate, filter), q.Aggregate)
 	materialized := e.renderLoaded(ld, q.Aggregate)
-	rep := &VerifyReport{Computed: e.withMeta(computed), Materialized: e.withMeta(materialized)}
+	rep := &VerifyReport{Computed: e.withEstimates(e.withMeta(computed), ld), Materialized: e.withEstimates(e.withMeta(materialized), ld)}
 	rep.Drift = diff(e.s, computed, materialized)
 	rep.Consistent = len(rep.Drift) == 0
 	return rep, nil

@@ -86,6 +86,9 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 			return nil, nil, queryError(name, err)
 		}
 	}
+	if est := projection.Estimated(res); len(est) > 0 {
+		meta["estimated"] = est
+	}
 	rows := rt.engine.Rows(res, q.Aggregate)
 	out := make([]any, len(rows))
 	for i, r := range rows {
