@@ -161,6 +161,11 @@ func TestProjectionsEndToEnd(t *testing.T) {
 				t.Fatalf("platform query: %d %v", code, body)
 			}
 			checkRows(t, body, want[2:3])
+			// Its filters go in the body: a query string would be ignored.
+			code, body = l.call("POST", "/v1/projections/"+cfgID+"/query?from=abc", l.key, map[string]any{})
+			if code != 400 || !strings.Contains(fmt.Sprint(body["errors"]), "unknown query parameter from") {
+				t.Fatalf("platform query with a query string: %d %v", code, body)
+			}
 
 			// Both endpoints are in the API description.
 			resp, err := http.Get(l.base + "/openapi.json")

@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,11 +177,26 @@ func (s *Server) actionList(c *fiber.Ctx, r *manifest.Route) error {
 func (s *Server) actionQuery(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
 	m := map[string]any{}
 	if c.Method() != fiber.MethodGet || len(c.Body()) > 0 {
+		// The body carries the query; a query string beside it would be
+		// ignored, so it is refused.
+		var errs []problem.FieldError
+		c.Context().QueryArgs().VisitAll(func(k, _ []byte) {
+			errs = append(errs, problem.FieldError{Field: string(k), Code: problem.CodeUnknownField,
+				Message: "a query with a body takes its projection and filters from the body, not the query string"})
+		})
+		if len(errs) > 0 {
+			return problem.Validation(errs)
+		}
 		var err error
 		if m, _, err = readJSON(c); err != nil {
 			return err
 		}
 	} else {
+		// Every parameter is the projection or a filter: unknown ones are
+		// the filters' to refuse, one given twice is refused here.
+		if err := checkQuery(c, slices.Collect(maps.Keys(c.Queries()))...); err != nil {
+			return err
+		}
 		filters := map[string]any{}
 		for k, v := range c.Queries() {
 			if k == "projection" {

@@ -53,3 +53,7 @@ func Respond(c *fiber.Ctx, status int, data any) error { return respond(c, statu
 // ReadJSON checks the content type and decodes the body as a JSON object
 // with exact numbers, returning it and a copy of the raw body.
 func ReadJSON(c *fiber.Ctx) (map[string]any, []byte, error) { return readJSON(c) }
+
+// CheckQuery refuses query parameters other than known, and any given
+// more than once, as a validation problem naming each.
+func CheckQuery(c *fiber.Ctx, known ...string) error { return checkQuery(c, known...) }

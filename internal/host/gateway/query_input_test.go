@@ -103,4 +103,12 @@ func TestQueryActionInputs(t *testing.T) {
 	if h.req("GET", "/v1/stats", key, nil).fieldErrors()["projection"] != "required" {
 		t.Error("GET without a projection accepted")
 	}
+	// Only one value of a parameter can count, and a query string beside a
+	// body would be ignored: both are refused.
+	if got := h.req("GET", "/v1/stats?projection=a&projection=b&aggregate=true&aggregate=false", key, nil).fieldErrors(); got["projection"] != "format" || got["aggregate"] != "format" {
+		t.Errorf("repeated parameters: %v", got)
+	}
+	if got := h.req("POST", "/v1/reports/sales?from=abc", key, map[string]any{}).fieldErrors(); got["from"] != "unknown_field" {
+		t.Errorf("a query string beside a body: %v", got)
+	}
 }

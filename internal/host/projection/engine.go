@@ -367,7 +367,8 @@ func (e *Engine) ensureFormat(ctx context.Context, st CachedState, key, ck strin
 			return m.version, nil
 		}
 		if err := e.migrate(ctx, st, key, m.version, want); err != nil {
-			if !errors.Is(err, ErrMigration) {
+			if !errors.Is(err, ErrMigration) || ctx.Err() != nil {
+				// Not the migration's failure: the caller gave up.
 				return 0, err
 			}
 			// The original format is intact and stays active: it serves

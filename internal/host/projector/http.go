@@ -53,6 +53,10 @@ func (s *Service) handleList(c *fiber.Ctx) error {
 
 func (s *Service) handleQuery(c *fiber.Ctx) error {
 	name := gateway.Param(c, "id")
+	// Filters go in the body; a query string would be ignored.
+	if err := gateway.CheckQuery(c); err != nil {
+		return err
+	}
 	var filters map[string]any
 	if len(c.Body()) > 0 {
 		body, _, err := gateway.ReadJSON(c)

@@ -381,22 +381,27 @@ func TestStorageVersionChangeMigrates(t *testing.T) {
 				if !reflect.DeepEqual(after.rows, before.rows) {
 					t.Errorf("storageVersion %d: results changed:\n%v\n%v", sv, after.rows, before.rows)
 				}
-				var started, completed int
-				err := st.ScanFacts(context.Background(), store.FactScan{TenantID: tenant, Types: projection.FactTypes()}, func(f *store.Fact) error {
-					switch f.Type {
-					case projection.MigrationStarted:
-						started++
-					case projection.MigrationCompleted:
-						completed++
+				// The migrating engine records its completion just after the
+				// switch that lets the query through.
+				testutil.EventuallyNil(t, 10*time.Second, func() error {
+					var started, completed int
+					err := st.ScanFacts(context.Background(), store.FactScan{TenantID: tenant, Types: projection.FactTypes()}, func(f *store.Fact) error {
+						switch f.Type {
+						case projection.MigrationStarted:
+							started++
+						case projection.MigrationCompleted:
+							completed++
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+					if started != i+1 || completed != i+1 {
+						return fmt.Errorf("after migration %d: %d started and %d completed facts", i+1, started, completed)
 					}
 					return nil
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if started != i+1 || completed != i+1 {
-					t.Errorf("after migration %d: %d started and %d completed facts", i+1, started, completed)
-				}
 			}
 		})
 	}

@@ -207,6 +207,10 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 			bad(path, problem.CodeType, "a group value must be a string, number or boolean")
 			return
 		}
+		if prev, twice := groups[field]; twice && prev != s {
+			bad(path, problem.CodeFormat, "%s is given twice, as %q in groups and as %q on its own; give it once", field, prev, s)
+			return
+		}
 		groups[field] = s
 	}
 	keys := make([]string, 0, len(filters))
