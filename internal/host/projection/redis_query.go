@@ -253,16 +253,11 @@ func (r *RedisState) distinctUnion(ctx context.Context, k rkeys, s *schema, refs
 	for di, fi := range distIdx {
 		var fc fieldCell
 		u := unions[di]
+		reads := u.rollups
 		if u.base != nil {
-			vals, err := u.base.Result()
-			if err != nil {
-				return err
-			}
-			for _, v := range vals {
-				fc.addDistinct(v)
-			}
+			reads = append(reads, distinctRead{vals: u.base})
 		}
-		for _, rd := range u.rollups {
+		for _, rd := range reads {
 			if err := rd.into(&fc); err != nil {
 				return err
 			}

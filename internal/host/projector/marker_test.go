@@ -120,6 +120,25 @@ func TestLostStateRebuildsFromFirstFact(t *testing.T) {
 // what it holds since (not ready) and reads again from the first fact,
 // so materialized answers match the facts again without a restart.
 func TestStateLostWhileRunningRebuilds(t *testing.T) {
+	st, rdb, s, base := projectedOnRedis(t)
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	appendCalls(t, st, 20) // applied to what is left: nothing
+	waitConsistent(t, s, calls(base, 320))
+}
+
+// redisLostState is the cached state and marker of a projection kept in
+// rdb.
+func redisLostState(rdb *redis.Client) lostState {
+	return lostState{state: projection.NewRedisState(rdb).WithPrefix("test:"), marker: projector.NewRedisMarker(rdb, "test-marker:")}
+}
+
+// projectedOnRedis starts a service checking its marks every 50 ms over
+// 300 calls projected into a Redis database of the test's own, and
+// returns once its answers are consistent.
+func projectedOnRedis(t *testing.T) (store.Store, *redis.Client, *projector.Service, int) {
+	t.Helper()
 	st := teststore.Open(t, "sqlite")
 	opt, err := redis.ParseURL(testutil.Redis(t))
 	if err != nil {
@@ -131,15 +150,9 @@ func TestStateLostWhileRunningRebuilds(t *testing.T) {
 	base := factsSoFar()
 	appendCalls(t, st, 300)
 	createConfig(t, st, "cfg_calls", 2)
-	ls := lostState{state: projection.NewRedisState(rdb).WithPrefix("test:"), marker: projector.NewRedisMarker(rdb, "test-marker:")}
-	s := newMarkedServiceWatching(t, st, ls, 50*time.Millisecond)
+	s := newMarkedServiceWatching(t, st, redisLostState(rdb), 50*time.Millisecond)
 	waitConsistent(t, s, calls(base, 300))
-
-	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	appendCalls(t, st, 20) // applied to what is left: nothing
-	waitConsistent(t, s, calls(base, 320))
+	return st, rdb, s, base
 }
 
 // redisSnapshot keeps every key of the test's database, as a snapshot
@@ -185,20 +198,7 @@ func TestStateRestoredFromAnOlderSnapshotCatchesUp(t *testing.T) {
 	for _, running := range []bool{true, false} {
 		name := map[bool]string{true: "while running", false: "at start"}[running]
 		t.Run(name, func(t *testing.T) {
-			st := teststore.Open(t, "sqlite")
-			opt, err := redis.ParseURL(testutil.Redis(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rdb := redis.NewClient(opt)
-			t.Cleanup(func() { rdb.Close() })
-			createContact(t, st, "c1")
-			base := factsSoFar()
-			appendCalls(t, st, 300)
-			createConfig(t, st, "cfg_calls", 2)
-			ls := lostState{state: projection.NewRedisState(rdb).WithPrefix("test:"), marker: projector.NewRedisMarker(rdb, "test-marker:")}
-			s := newMarkedServiceWatching(t, st, ls, 50*time.Millisecond)
-			waitConsistent(t, s, calls(base, 300))
+			st, rdb, s, base := projectedOnRedis(t)
 			restore := redisSnapshot(t, rdb)
 			appendCalls(t, st, 40)
 			waitConsistent(t, s, calls(base, 340))
@@ -227,7 +227,7 @@ func TestStateRestoredFromAnOlderSnapshotCatchesUp(t *testing.T) {
 			})
 			stop(t, s)
 			restore()
-			s2 := newMarkedService(t, st, ls)
+			s2 := newMarkedService(t, st, redisLostState(rdb))
 			waitConsistent(t, s2, calls(base, 340))
 		})
 	}
