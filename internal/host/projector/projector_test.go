@@ -626,6 +626,14 @@ func TestRollupTimerSealsQuietHours(t *testing.T) {
 		t.Fatal("the finished hour was not sealed by the timer")
 	}
 	waitConsistent(t, s, 20)
+	// The sealed hour answers the aggregate: its distinct count is the
+	// sketch's, and the meta says so.
+	if est := fmt.Sprint(query(t, s, "materialized", true).meta["estimated"]); est != "[who_distinct]" {
+		t.Fatalf("estimates of an aggregate read from the sealed hour: %s", est)
+	}
+	if est, ok := query(t, s, "materialized", false).meta["estimated"]; ok {
+		t.Fatalf("estimates of the minute buckets: %v", est)
+	}
 }
 
 // TestQueriesFollowAcknowledgedConfigChanges: a query answers as the
