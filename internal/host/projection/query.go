@@ -231,8 +231,13 @@ func (e *Engine) FactsThroughID(ctx context.Context, projectionKey string) (stri
 	if st == nil || projectionKey == "" {
 		return "", ErrNoState
 	}
+	meta, err := st.meta(ctx, projectionKey, e.s)
+	if err != nil || meta.version != 1 || meta.through != "" {
+		return meta.through, err
+	}
+	// A blob written before its meta carried factsThroughId.
 	var through string
-	err := e.withFormat(ctx, st, projectionKey, func(version int) error {
+	err = e.withFormat(ctx, st, projectionKey, func(version int) error {
 		_, meta, err := st.load(ctx, projectionKey, e.s, version, func(stateMeta) []planRange { return nil }, false, nil)
 		through = meta.through
 		return err

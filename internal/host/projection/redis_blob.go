@@ -68,6 +68,12 @@ func (r *RedisState) applyBlob(ctx context.Context, key string, s *schema, delta
 			m.through = maxID
 			changed = true
 		}
+		if changed {
+			// The meta carries factsThroughId too, so that it reads
+			// without the blob (Engine.FactsThroughID).
+			metaKey, through := k.meta(), m.through
+			writes = append(writes, func(p redis.Pipeliner) { p.HSet(ctx, metaKey, "through", through) })
+		}
 		return changed, writes, nil
 	})
 	if err != nil {

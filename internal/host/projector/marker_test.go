@@ -120,7 +120,7 @@ func TestLostStateRebuildsFromFirstFact(t *testing.T) {
 // what it holds since (not ready) and reads again from the first fact,
 // so materialized answers match the facts again without a restart.
 func TestStateLostWhileRunningRebuilds(t *testing.T) {
-	st, rdb, s, base := projectedOnRedis(t)
+	st, rdb, s, base := projectedOnRedis(t, 50*time.Millisecond)
 	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +134,10 @@ func redisLostState(rdb *redis.Client) lostState {
 	return lostState{state: projection.NewRedisState(rdb).WithPrefix("test:"), marker: projector.NewRedisMarker(rdb, "test-marker:")}
 }
 
-// projectedOnRedis starts a service checking its marks every 50 ms over
+// projectedOnRedis starts a service checking its marks every markInterval over
 // 300 calls projected into a Redis database of the test's own, and
 // returns once its answers are consistent.
-func projectedOnRedis(t *testing.T) (store.Store, *redis.Client, *projector.Service, int) {
+func projectedOnRedis(t *testing.T, markInterval time.Duration) (store.Store, *redis.Client, *projector.Service, int) {
 	t.Helper()
 	st := teststore.Open(t, "sqlite")
 	opt, err := redis.ParseURL(testutil.Redis(t))
@@ -150,7 +150,7 @@ func projectedOnRedis(t *testing.T) (store.Store, *redis.Client, *projector.Serv
 	base := factsSoFar()
 	appendCalls(t, st, 300)
 	createConfig(t, st, "cfg_calls", 2)
-	s := newMarkedServiceWatching(t, st, redisLostState(rdb), 50*time.Millisecond)
+	s := newMarkedServiceWatching(t, st, redisLostState(rdb), markInterval)
 	waitConsistent(t, s, calls(base, 300))
 	return st, rdb, s, base
 }
@@ -195,16 +195,27 @@ func redisSnapshot(t *testing.T, rdb *redis.Client) (restore func()) {
 // process started on such a state does the same; either way materialized
 // answers match the facts again.
 func TestStateRestoredFromAnOlderSnapshotCatchesUp(t *testing.T) {
-	for _, running := range []bool{true, false} {
-		name := map[bool]string{true: "while running", false: "at start"}[running]
-		t.Run(name, func(t *testing.T) {
-			st, rdb, s, base := projectedOnRedis(t)
+	for _, when := range []string{"while running", "with facts arriving", "at start"} {
+		t.Run(when, func(t *testing.T) {
+			// With facts arriving, the mark checks are an hour apart: the
+			// next batch must notice before its facts hide the loss.
+			markInterval := 50 * time.Millisecond
+			if when == "with facts arriving" {
+				markInterval = time.Hour
+			}
+			st, rdb, s, base := projectedOnRedis(t, markInterval)
 			restore := redisSnapshot(t, rdb)
 			appendCalls(t, st, 40)
 			waitConsistent(t, s, calls(base, 340))
-			if running {
+			switch when {
+			case "while running":
 				restore()
 				waitConsistent(t, s, calls(base, 340))
+				appendCalls(t, st, 10)
+				waitConsistent(t, s, calls(base, 350))
+				return
+			case "with facts arriving":
+				restore()
 				appendCalls(t, st, 10)
 				waitConsistent(t, s, calls(base, 350))
 				return

@@ -442,6 +442,14 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) 
 		}
 	}
 	if len(batch) > 0 {
+		// The state must still hold what this runtime applied: once this
+		// batch is in, its newest fact would hide a state that went back.
+		if rt.wentBack(ctx) {
+			rt.s.log.Warn("projection: cached state went back in time (restored from an older snapshot?); reading again the facts it lacks", "state_key", rt.key)
+			rt.resume.Store(true)
+			rt.restart()
+			return 0, fmt.Errorf("projection %s: cached state went back: %w", rt.key, context.Canceled)
+		}
 		_, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key})
 		for _, end := range spans {
 			end(err)
