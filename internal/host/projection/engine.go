@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -361,22 +362,35 @@ func (e *Engine) ensureFormat(ctx context.Context, st CachedState, key, ck strin
 	if err := checkFingerprint(e.s, m.fingerprint); err != nil {
 		return 0, err
 	}
-	if m.version != 0 && m.version != want {
+	if m.version == 0 || m.version == want {
+		// Nothing to migrate (any more: another engine may have).
+		e.failedMigrations.Delete(ck)
+	} else {
 		now := e.opts.Now()
-		if r, ok := e.failedMigrations.Load(ck); ok && now.Before(r.(*migrationRetry).at) {
-			return m.version, nil
+		var failed *migrationRetry
+		if v, ok := e.failedMigrations.Load(ck); ok {
+			failed = v.(*migrationRetry)
+			// The original serves while the wait runs, and while one
+			// caller tries again (readers read it; writers wait for the
+			// migration's lock, as they do for any migration).
+			if now.Before(failed.at) || !failed.trying.CompareAndSwap(false, true) {
+				return m.version, nil
+			}
 		}
 		if err := e.migrate(ctx, st, key, m.version, want); err != nil {
 			if !errors.Is(err, ErrMigration) || ctx.Err() != nil {
 				// Not the migration's failure: the caller gave up.
+				if failed != nil {
+					failed.trying.Store(false)
+				}
 				return 0, err
 			}
 			// The original format is intact and stays active: it serves
 			// reads and writes until the migration is tried again, after
 			// a wait that doubles with each failure.
 			wait := migrationRetryFirst
-			if r, ok := e.failedMigrations.Load(ck); ok {
-				wait = min(2*r.(*migrationRetry).wait, migrationRetryMax)
+			if failed != nil {
+				wait = min(2*failed.wait, migrationRetryMax)
 			}
 			e.failedMigrations.Store(ck, &migrationRetry{at: now.Add(wait), wait: wait, err: err})
 			e.opts.Logger.Warn("projection: storage migration failed; the stored format serves until it is tried again",
@@ -398,9 +412,10 @@ const (
 // migrationRetry is when a failed migration is tried again, and the wait
 // that led there.
 type migrationRetry struct {
-	at   time.Time
-	wait time.Duration
-	err  error
+	at     time.Time
+	wait   time.Duration
+	err    error
+	trying atomic.Bool // one caller tries again; the others use the original
 }
 
 func (e *Engine) autoRollup(ctx context.Context, st CachedState, key string) error {

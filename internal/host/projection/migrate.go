@@ -54,9 +54,8 @@ func (e *Engine) Migrate(ctx context.Context, projectionKey string, st CachedSta
 	ck := e.cacheKey(st, projectionKey)
 	if r, ok := e.failedMigrations.Load(ck); ok {
 		// Try now, keeping the wait that doubles.
-		retry := *r.(*migrationRetry)
-		retry.at = time.Time{}
-		e.failedMigrations.Store(ck, &retry)
+		old := r.(*migrationRetry)
+		e.failedMigrations.Store(ck, &migrationRetry{wait: old.wait, err: old.err})
 	}
 	if err := e.withFormat(ctx, st, projectionKey, func(int) error { return nil }); err != nil {
 		return err

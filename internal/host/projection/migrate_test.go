@@ -314,3 +314,32 @@ func scanKeys(t *testing.T, rs *RedisState, pattern string) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestFailedMigrationDoneElsewhere: an engine whose migration failed
+// reports no failure once another engine has migrated the state, and uses
+// the new format.
+func TestFailedMigrationDoneElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := NewMemoryState()
+	facts := migrationFacts(50)
+	v1 := mustEngine(t, mustConfig(t, fmt.Sprintf(migrateYAML, 1)), EngineOptions{State: st})
+	if _, err := v1.ProcessIncrementalBatch(ctx, facts, &ProcessOptions{ProjectionKey: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	failing := mustEngine(t, mustConfig(t, fmt.Sprintf(migrateYAML, 2)), EngineOptions{State: st})
+	failing.faults = func(int) error { return errInjected }
+	if err := failing.Migrate(ctx, "e", nil); !errors.Is(err, ErrMigration) {
+		t.Fatalf("failing migration: %v", err)
+	}
+	other := mustEngine(t, mustConfig(t, fmt.Sprintf(migrateYAML, 2)), EngineOptions{State: st})
+	if err := other.Migrate(ctx, "e", nil); err != nil {
+		t.Fatalf("the other engine's migration: %v", err)
+	}
+	if err := failing.Migrate(ctx, "e", nil); err != nil {
+		t.Fatalf("after the other engine migrated: %v", err)
+	}
+	if v, _ := st.StorageVersion(ctx, "e"); v != 2 {
+		t.Fatalf("storage version %d, want 2", v)
+	}
+}

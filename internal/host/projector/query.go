@@ -208,7 +208,7 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 			return
 		}
 		if prev, twice := groups[field]; twice && prev != s {
-			bad(path, problem.CodeFormat, "%s is given twice, as %q in groups and as %q on its own; give it once", field, prev, s)
+			bad(path, problem.CodeFormat, "%s is given twice, in groups and on its own, with different values (%q, %q); give it once", field, prev, s)
 			return
 		}
 		groups[field] = s
