@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,43 +55,19 @@ func (in *input) integer(key string) int64 {
 		in.typeErr(key, "an integer")
 		return 0
 	}
-	i, ok := wholeNumber(n)
+	i, ok := platform.WholeNumber(n)
 	if !ok {
 		in.typeErr(key, "an integer")
 	}
 	return i
 }
 
-// wholeNumber reads a JSON number that is a whole number in int64, in any
-// spelling JSON allows (1700000000000, 1.7e12, 1700000000000.0).
-func wholeNumber(n json.Number) (int64, bool) {
-	if i, err := n.Int64(); err == nil {
-		return i, true
-	}
-	// The bounds keep big.Rat from building a huge power of ten; a value
-	// past them is no int64 anyway.
-	if len(n) > 400 || strings.ContainsAny(string(n), "eE") && exponentTooLarge(string(n)) {
-		return 0, false
-	}
-	r, ok := new(big.Rat).SetString(string(n))
-	if !ok || !r.IsInt() || !r.Num().IsInt64() {
-		return 0, false
-	}
-	return r.Num().Int64(), true
-}
-
-// exponentTooLarge reports an exponent beyond ±400.
-func exponentTooLarge(s string) bool {
-	i := strings.IndexAny(s, "eE")
-	e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
-	return err != nil || e > 400 || e < -400
-}
 
 // positive refuses key when it is present and not above zero; absent (or
 // null) it means no value.
 func (in *input) positive(key string) {
 	if n, ok := in.m[key].(json.Number); ok {
-		if i, ok := wholeNumber(n); ok && i <= 0 {
+		if i, ok := platform.WholeNumber(n); ok && i <= 0 {
 			in.errs = append(in.errs, problem.FieldError{Field: key, Code: problem.CodeRange, Message: key + " must be positive"})
 		}
 	}

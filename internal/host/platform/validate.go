@@ -82,7 +82,9 @@ func checkType(f manifest.Field, v any) string {
 			return "must be an integer"
 		}
 		if _, err := n.Int64(); err != nil {
-			return "must be an integer"
+			// Stored as sent, so plugins read it as the integer it is:
+			// digits only, no exponent or fraction.
+			return "must be an integer written as digits (no exponent or fraction)"
 		}
 	case manifest.TypeBoolean:
 		if _, ok := v.(bool); !ok {

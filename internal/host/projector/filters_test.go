@@ -51,6 +51,8 @@ func TestParseFilters(t *testing.T) {
 			projection.QueryOptions{}, []string{"filters.aggregate", "filters.from", "filters.groups.data.n", "filters.groups.data.x", "filters.limit", "filters.mode", "filters.to"}},
 		{"from after to", `{"from": 1705276860000, "to": 1705276800000}`, projection.QueryOptions{}, []string{"filters.from"}},
 		{"fractional ms", `{"from": 1.5}`, projection.QueryOptions{}, []string{"filters.from"}},
+		{"whole ms with an exponent", `{"from": 1.7e12, "to": 1700000000001.0}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: 1_700_000_000_000, To: 1_700_000_000_001}, nil},
 		{"from the epoch", `{"from": 0}`, projection.QueryOptions{Mode: projection.ModeMaterialized}, nil},
 		{"to the epoch", `{"to": "1970-01-01"}`, projection.QueryOptions{}, []string{"filters.to"}},
 		{"before the epoch", `{"from": -1, "to": "1969-12-31"}`, projection.QueryOptions{}, []string{"filters.from", "filters.to"}},

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/projection"
 	"github.com/factline/factline/internal/host/store"
@@ -300,8 +300,8 @@ func parseTime(v any, start bool) (ms int64, code, msg string) {
 	}
 	switch x := v.(type) {
 	case json.Number:
-		ms, err := strconv.ParseInt(x.String(), 10, 64)
-		if err != nil {
+		ms, ok := platform.WholeNumber(x)
+		if !ok {
 			return 0, problem.CodeType, notATime
 		}
 		return inRange(ms)

@@ -1,4 +1,4 @@
-package gateway
+package platform
 
 import (
 	"encoding/json"
@@ -27,9 +27,9 @@ func TestWholeNumber(t *testing.T) {
 		{"1e999999999", 0, false},
 		{"1e-999999999", 0, false},
 	} {
-		got, ok := wholeNumber(json.Number(tc.in))
+		got, ok := WholeNumber(json.Number(tc.in))
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("wholeNumber(%s) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("WholeNumber(%s) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
