@@ -62,7 +62,6 @@ func (in *input) integer(key string) int64 {
 	return i
 }
 
-
 // positive refuses key when it is present and not above zero; absent (or
 // null) it means no value.
 func (in *input) positive(key string) {
