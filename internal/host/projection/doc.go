@@ -66,7 +66,8 @@
 // count_distinct. A base bucket keeps its distinct values themselves (a
 // Redis set per bucket and field in format 2, a sorted list in the
 // format-1 blob, a map in memory), so its count is exact, and so is an
-// aggregated query over base buckets: the size of the union of their sets.
+// aggregated query over base buckets: the size of the union of their sets
+// (read bucket by bucket, so its cost grows with the values in range).
 // A rollup bucket keeps a HyperLogLog, as the contract allows: Redis's own
 // sketch (2^14 six-bit registers, MurmurHash64A), built when the level is
 // sealed from the children's values or sketches; the in-process sketch is

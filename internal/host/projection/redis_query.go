@@ -214,50 +214,38 @@ func (g *metaGuard) checked(c *redis.SliceCmd) error {
 
 // distinctUnion sets the distinct counts of agg, the union of the buckets
 // of refs: exact while they are all base buckets (the union of their sets
-// of values), through sketches once a rollup bucket is among them.
+// of values), through sketches once a rollup bucket is among them. Each
+// bucket's values are read by a command of their own, in one pipeline
+// between two reads of the meta, rather than one SUNION: Redis serves
+// other clients between buckets however many values the range holds.
 func (r *RedisState) distinctUnion(ctx context.Context, k rkeys, s *schema, refs []bucketRef, g *metaGuard, agg *cell) error {
 	dist, distIdx := distinctFields(s)
 	if len(dist) == 0 || len(refs) == 0 {
 		return nil
 	}
-	type union struct {
-		base    *redis.StringSliceCmd // SUNION of the base buckets
-		rollups []distinctRead
-	}
-	unions := make([]union, len(dist))
-	guard := g.check()
-	_, err := r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		_ = pipe.Process(ctx, guard)
-		for di, d := range dist {
-			var baseKeys []string
-			for _, b := range refs {
-				w := s.levels[b.level]
-				if b.level == 0 {
-					baseKeys = append(baseKeys, k.distinct(d, w, b.mem))
-				} else {
-					unions[di].rollups = append(unions[di].rollups, queueDistinct(ctx, pipe, k, d, b.level, w, b.mem))
-				}
-			}
-			if len(baseKeys) > 0 {
-				unions[di].base = pipe.SUnion(ctx, baseKeys...)
-			}
+	reads := make([][]distinctRead, len(dist))
+	before, after := g.check(), g.check()
+	pipe := r.rdb.Pipeline()
+	_ = pipe.Process(ctx, before)
+	for di, d := range dist {
+		reads[di] = make([]distinctRead, len(refs))
+		for i, b := range refs {
+			reads[di][i] = queueDistinct(ctx, pipe, k, d, b.level, s.levels[b.level], b.mem)
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	}
+	_ = pipe.Process(ctx, after)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	if err := g.checked(guard); err != nil {
+	if err := g.checked(before); err != nil {
+		return err
+	}
+	if err := g.checked(after); err != nil {
 		return err
 	}
 	for di, fi := range distIdx {
 		var fc fieldCell
-		u := unions[di]
-		reads := u.rollups
-		if u.base != nil {
-			reads = append(reads, distinctRead{vals: u.base})
-		}
-		for _, rd := range reads {
+		for _, rd := range reads[di] {
 			if err := rd.into(&fc); err != nil {
 				return err
 			}
