@@ -343,3 +343,65 @@ func TestFailedMigrationDoneElsewhere(t *testing.T) {
 		t.Fatalf("storage version %d, want 2", v)
 	}
 }
+
+// TestRetryOfAFailedMigrationHoldsNoReader: while one caller tries a
+// failed migration again, another query of the same engine answers from
+// the original at once instead of waiting for the attempt.
+func TestRetryOfAFailedMigrationHoldsNoReader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := NewMemoryState()
+	facts := migrationFacts(50)
+	clk := newClock(time.UnixMilli(facts[0].Timestamp))
+	v1 := mustEngine(t, mustConfig(t, fmt.Sprintf(migrateYAML, 1)), EngineOptions{State: st, Now: clk.Now})
+	if _, err := v1.ProcessIncrementalBatch(ctx, facts, &ProcessOptions{ProjectionKey: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := v1.Query(ctx, "r", QueryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEngine(t, mustConfig(t, fmt.Sprintf(migrateYAML, 2)), EngineOptions{State: st, Now: clk.Now})
+	e.faults = func(int) error { return errInjected }
+	if err := e.Migrate(ctx, "r", nil); !errors.Is(err, ErrMigration) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	// The retry is due; the attempt holds in its first step until released.
+	clk.mu.Lock()
+	clk.now = clk.now.Add(migrationRetryMax)
+	clk.mu.Unlock()
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.faults = func(step int) error {
+		if step == 0 {
+			close(entered)
+			<-release
+		}
+		return errInjected
+	}
+	retried := make(chan error, 1)
+	go func() {
+		_, err := e.Query(ctx, "r", QueryOptions{})
+		retried <- err
+	}()
+	<-entered
+	answered := make(chan error, 1)
+	go func() {
+		got, err := e.Query(ctx, "r", QueryOptions{})
+		if err == nil && js(got) != js(orig) {
+			err = fmt.Errorf("answered %s, want %s", js(got), js(orig))
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("query during the retry: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a query waited for the retry of a failed migration")
+	}
+	close(release)
+	if err := <-retried; err != nil {
+		t.Fatalf("the retrying query: %v", err)
+	}
+}
