@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -289,5 +290,127 @@ func TestRawFactDataIsBoundedLikeCommandInput(t *testing.T) {
 	}
 	if n := len(h.req("GET", "/v1/entities/"+ent+"/facts", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)); n != 2 {
 		t.Errorf("%d facts stored, want the 2 within the bounds", n)
+	}
+}
+
+// TestIndexedValuesAreBoundedOnBothStores: what a store keeps in an index
+// (string fields with a storage slot, a fact's subtype and source_id) has
+// a length bound below Postgres's index entry limit. At the bound both
+// stores store it; past it both refuse it with a 400 naming the field,
+// where Postgres had failed the write with a 500.
+func TestIndexedValuesAreBoundedOnBothStores(t *testing.T) {
+	t.Parallel()
+	// Random letters: Postgres compresses a repeated letter below its limit.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	letters := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + rnd.IntN(26))
+		}
+		return string(b)
+	}
+	atSlot := strings.Repeat("é", platform.MaxSlotLength/2) // bytes, not characters
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, backend)
+			// Ids of the longest kind, so the index entry is at its largest.
+			account := func(id, name string) map[string]any {
+				return map[string]any{"type": "account", "id": strings.Repeat(id, 128), "name": name, "status": "active", "subtype": "customer"}
+			}
+			ent := str(h.req("POST", "/v1/entities", h.keyA, account("a", atSlot)).wantStatus(t, 201).data()["id"])
+			fact := map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1},
+				"subtype": letters(platform.MaxSubtypeLength), "source_id": letters(platform.MaxSourceIDLength)}
+			h.req("POST", "/v1/facts", h.keyA, fact).wantStatus(t, 201)
+			h.req("PATCH", "/v1/entities/"+ent, h.keyA, map[string]any{"version": 2, "owner_id": letters(platform.MaxSlotLength)}).wantStatus(t, 200)
+			before := h.stored(ent)
+			for _, tc := range []struct {
+				name, method, path string
+				body               map[string]any
+				field              string
+			}{
+				{"entity field", "POST", "/v1/entities", account("b", letters(3000)), "name"},
+				{"entity field one byte over", "POST", "/v1/entities", account("c", atSlot+"x"), "name"},
+				{"patched field", "PATCH", "/v1/entities/" + ent, map[string]any{"version": 3, "owner_id": letters(3000)}, "owner_id"},
+				{"fact subtype", "POST", "/v1/facts", map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1}, "subtype": letters(platform.MaxSubtypeLength + 1)}, "subtype"},
+				{"fact source_id", "POST", "/v1/facts", map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1}, "source_id": letters(3000)}, "source_id"},
+			} {
+				r := h.req(tc.method, tc.path, h.keyA, tc.body)
+				r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+				if got := r.fieldErrors(); got[tc.field] != "range" {
+					t.Errorf("%s: field errors %v, want %s: range", tc.name, got, tc.field)
+				}
+			}
+			if after := h.stored(ent); after != before {
+				t.Fatalf("refused writes changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+// TestNumbersReadBackAsTheWriteAnswered: a number is stored written out
+// (1e2 as 100), on both stores alike, so an entity, a fact and a config
+// read back as the write that stored them answered, whichever store keeps
+// them; a short exponent that would be a long number is refused.
+func TestNumbersReadBackAsTheWriteAnswered(t *testing.T) {
+	t.Parallel()
+	const nums = `{"a":1e2,"b":-0,"c":1e-20,"d":1.50e1,"e":0.10,"f":[-12E-5,7]}`
+	const want = `{"a":100,"b":0,"c":0.00000000000000000001,"d":15.0,"e":0.10,"f":[-0.00012,7]}`
+	canon := func(t *testing.T, v any) string {
+		t.Helper()
+		b, err := json.Marshal(v) // members sorted, numbers as read
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var wantCanon string
+	{
+		var v any
+		dec := json.NewDecoder(strings.NewReader(want))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		wantCanon = canon(t, v)
+	}
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, backend)
+			created := h.req("POST", "/v1/entities", h.keyA, `{"type":"account","name":"N","status":"active","subtype":"customer","n":`+nums+`,"metadata":{"m":`+nums+`}}`).wantStatus(t, 201).data()
+			ent := created["entity"].(map[string]any)
+			id := str(ent["id"])
+			read := h.req("GET", "/v1/entities/"+id+"?entity_type=account", h.keyA, nil).wantStatus(t, 200).data()
+			for _, got := range []map[string]any{ent, read} {
+				if c := canon(t, got["data"].(map[string]any)["n"]); c != wantCanon {
+					t.Errorf("entity data n = %s, want %s", c, wantCanon)
+				}
+				if c := canon(t, got["metadata"].(map[string]any)["m"]); c != wantCanon {
+					t.Errorf("entity metadata m = %s, want %s", c, wantCanon)
+				}
+			}
+			fact := h.req("POST", "/v1/facts", h.keyA, `{"entity_id":"`+id+`","type":"deposit","data":{"amount":1,"n":`+nums+`}}`).wantStatus(t, 201).data()
+			fid := str(fact["id"])
+			readFact := h.req("GET", "/v1/facts/"+fid, h.keyA, nil).wantStatus(t, 200).data()
+			for _, got := range []map[string]any{fact, readFact} {
+				if c := canon(t, got["data"].(map[string]any)["n"]); c != wantCanon {
+					t.Errorf("fact data n = %s, want %s", c, wantCanon)
+				}
+			}
+			cfg := h.req("POST", "/v1/configs", h.keyA, `{"type":"pricing","scope_type":"global","settings":{"n":`+nums+`}}`).wantStatus(t, 201).data()
+			cid := str(cfg["id"])
+			readCfg := h.req("GET", "/v1/configs/"+cid, h.keyA, nil).wantStatus(t, 200).data()
+			for _, got := range []map[string]any{cfg, readCfg} {
+				if c := canon(t, got["settings"].(map[string]any)["n"]); c != wantCanon {
+					t.Errorf("config settings n = %s, want %s", c, wantCanon)
+				}
+			}
+			r := h.req("POST", "/v1/entities", h.keyA, `{"type":"account","name":"N","status":"active","subtype":"customer","tiny":1e-323}`)
+			r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")
+			if got := r.fieldErrors(); got["tiny"] != "range" {
+				t.Errorf("1e-323: field errors %v, want tiny: range", got)
+			}
+		})
 	}
 }

@@ -154,7 +154,7 @@ func (s *Service) CreateConfig(ctx context.Context, tenant string, in ConfigInpu
 		in.EffectiveAt = now
 	}
 	c := &store.Config{TenantID: tenant, ID: in.ID, Version: 1, Type: in.Type, Name: in.Name, ScopeType: in.ScopeType, ScopeID: in.ScopeID,
-		Settings: mustJSON(in.Settings), Status: store.ConfigActive, EffectiveAt: in.EffectiveAt, CreatedAt: now}
+		Settings: docJSON(in.Settings), Status: store.ConfigActive, EffectiveAt: in.EffectiveAt, CreatedAt: now}
 	if err := s.store.CreateConfig(ctx, c); err != nil {
 		if errors.Is(err, store.ErrAlreadyExists) {
 			return nil, problem.Newf(problem.Conflict, "Config %s already exists", in.ID)
@@ -223,7 +223,7 @@ func (s *Service) updateConfigOnce(ctx context.Context, tenant, configID string,
 		in.EffectiveAt = now
 	}
 	next := &store.Config{TenantID: tenant, ID: configID, Version: cur.Version + 1, Type: cur.Type, Name: in.Name, ScopeType: in.ScopeType, ScopeID: in.ScopeID,
-		Settings: mustJSON(in.Settings), Status: store.ConfigActive, EffectiveAt: in.EffectiveAt, CreatedAt: now}
+		Settings: docJSON(in.Settings), Status: store.ConfigActive, EffectiveAt: in.EffectiveAt, CreatedAt: now}
 	err = s.store.PutConfigVersion(ctx, next)
 	switch {
 	case errors.Is(err, store.ErrVersionConflict):

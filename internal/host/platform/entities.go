@@ -58,13 +58,13 @@ func (s *Service) CreateEntity(ctx context.Context, tenant string, in CreateEnti
 		ID:        in.ID,
 		Type:      t.Name,
 		Version:   1,
-		Data:      mustJSON(in.Fields),
+		Data:      docJSON(in.Fields),
 		Slots:     t.Slots(in.Fields),
 		CreatedAt: now,
 		UpdatedAt: now,
 	}
 	if in.Metadata != nil {
-		e.Metadata = mustJSON(in.Metadata)
+		e.Metadata = docJSON(in.Metadata)
 	}
 	err = s.store.CreateEntity(ctx, e)
 	s.changed(tenant, e.ID)
@@ -215,12 +215,12 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 		TenantID:        tenant,
 		ID:              in.ID,
 		ExpectedVersion: in.ExpectedVersion,
-		Data:            mustJSON(fields),
+		Data:            docJSON(fields),
 		Slots:           t.Slots(fields),
 		UpdatedAt:       s.nowMS(),
 	}
 	if in.Metadata != nil {
-		u.Metadata = mustJSON(in.Metadata)
+		u.Metadata = docJSON(in.Metadata)
 	}
 	e, err := s.store.UpdateEntity(ctx, u)
 	s.changed(tenant, in.ID)

@@ -57,6 +57,16 @@ const (
 	MaxFactDataKeys  = 1000
 )
 
+// Lengths of what the stores index. A database index entry has a size
+// limit (about 2.7 KB on Postgres), so values kept in one are bounded
+// well below it, the same on both stores: a longer value is a 400, not a
+// failed write.
+const (
+	MaxSubtypeLength  = 64   // characters of a fact subtype
+	MaxSourceIDLength = 256  // bytes of a fact's source_id
+	MaxSlotLength     = 1024 // bytes of a string field kept in an index slot
+)
+
 // AppendFact appends one fact through the entity's ledger, on every path
 // a client appends by (POST /v1/facts, a manifest's emit routes).
 func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactInput) (*store.Fact, error) {
@@ -70,8 +80,14 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	case !factTypeRe.MatchString(in.Type):
 		errs = append(errs, problem.FieldError{Field: "type", Code: problem.CodeFormat, Message: "type must be a lowercase letter, then lowercase letters, digits and underscores"})
 	}
-	if in.Subtype != "" && !factTypeRe.MatchString(in.Subtype) {
+	switch {
+	case in.Subtype != "" && !factTypeRe.MatchString(in.Subtype):
 		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeFormat, Message: "subtype must be a lowercase letter, then lowercase letters, digits and underscores"})
+	case len(in.Subtype) > MaxSubtypeLength:
+		errs = append(errs, problem.FieldError{Field: "subtype", Code: problem.CodeRange, Message: fmt.Sprintf("subtype must be at most %d characters (got %d)", MaxSubtypeLength, len(in.Subtype))})
+	}
+	if len(in.SourceID) > MaxSourceIDLength {
+		errs = append(errs, problem.FieldError{Field: "source_id", Code: problem.CodeRange, Message: fmt.Sprintf("source_id must be at most %d bytes (got %d)", MaxSourceIDLength, len(in.SourceID))})
 	}
 	if in.Timestamp < 0 || in.Timestamp > MaxFactTime {
 		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: fmt.Sprintf("timestamp must be milliseconds since the epoch, at most %d (9999-12-31T23:59:59.999Z)", MaxFactTime)})
@@ -113,7 +129,7 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	if errs := validateFactData(t.FactSchema(in.Type), in.Data, "data."); len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
-	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: mustJSON(in.Data)})
+	input := mustJSON(ledger.AppendInput{Type: in.Type, Subtype: in.Subtype, Timestamp: in.Timestamp, Data: docJSON(in.Data)})
 	facts, _, err := s.execute(ctx, tenant, e, mark, ledger.Command{Name: ledger.CommandAppend, Input: input}, Provenance{SourceID: in.SourceID, TraceID: in.TraceID, FactID: in.ID}, in.ExpectedVersion)
 	if err != nil {
 		return nil, err
@@ -270,6 +286,9 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 			}
 			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided fact type %q, which entity type %s does not declare (declare it in the domain manifest before installing a ledger version that records it)", nf.Type, e.Type))
 		}
+		if nf.Subtype != "" && (!factTypeRe.MatchString(nf.Subtype) || len(nf.Subtype) > MaxSubtypeLength) {
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact with subtype %.80q, not a lowercase name of at most %d characters", nf.Type, nf.Subtype, MaxSubtypeLength))
+		}
 		if nf.Timestamp < 0 {
 			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact with timestamp %d, before the epoch", nf.Type, nf.Timestamp))
 		}
@@ -287,6 +306,7 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 		if err := checkDecidedFact(l.Name(), t.FactSchema(nf.Type), nf); err != nil {
 			return nil, err
 		}
+		data = store.PlainNumbers(data)
 		ts := nf.Timestamp
 		if ts == 0 {
 			ts = now

@@ -11,6 +11,7 @@ import (
 
 	"github.com/factline/factline/internal/host/manifest"
 	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/sdk"
 )
 
@@ -50,6 +51,10 @@ func validateFields(t *manifest.EntityType, data map[string]any, prefix string, 
 		}
 		if msg := checkType(f, v); msg != "" {
 			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeType, Message: fmt.Sprintf("%s %s", name, msg)})
+			continue
+		}
+		if s, ok := v.(string); ok && f.Storage != "" && len(s) > MaxSlotLength {
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: fmt.Sprintf("%s is kept in an index slot, so it must be at most %d bytes (got %d)", name, MaxSlotLength, len(s))})
 			continue
 		}
 		if len(f.Enum) > 0 {
@@ -193,6 +198,12 @@ func contains(list []string, s string) bool {
 }
 
 // mustJSON encodes values produced by DecodeObject, which always encode.
+// docJSON encodes a document to be stored: numbers written out
+// (store.PlainNumbers), as both stores keep them.
+func docJSON(v any) json.RawMessage {
+	return store.PlainNumbers(mustJSON(v))
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {

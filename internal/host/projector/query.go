@@ -279,14 +279,27 @@ func parseFilters(filters map[string]any, cfg *projection.Config) (projection.Qu
 }
 
 // timeLayouts are the text forms of from and to: RFC 3339 and the bucket
-// key formats, read in UTC.
-var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02T15", "2006-01-02", "2006-01"}
+// key formats, read in UTC, each with the period a bucket key names (zero
+// for RFC 3339, which names an instant).
+var timeLayouts = []struct {
+	layout string
+	period func(time.Time) time.Time // the start of the next period
+}{
+	{time.RFC3339Nano, nil},
+	{"2006-01-02T15:04", func(t time.Time) time.Time { return t.Add(time.Minute) }},
+	{"2006-01-02T15", func(t time.Time) time.Time { return t.Add(time.Hour) }},
+	{"2006-01-02", func(t time.Time) time.Time { return t.AddDate(0, 0, 1) }},
+	{"2006-01", func(t time.Time) time.Time { return t.AddDate(0, 1, 0) }},
+}
 
 // parseTime reads a time filter: milliseconds since the epoch, or text.
 // It returns the problem code and message when v is neither, or a time
 // before the epoch. Text finer than a millisecond is rounded up for the
 // start of a range (ceil) and down for its end, so the range never takes
-// in a bucket that starts outside it.
+// in a bucket that starts outside it. A bucket key as the end of a range
+// takes in the whole period it names ("to": "2024-01-15" is the day's
+// last millisecond), as a reader of the key means it; as the start it is
+// the period's first millisecond.
 func parseTime(v any, start bool) (ms int64, code, msg string) {
 	const (
 		notATime    = "must be milliseconds since the epoch or an RFC 3339 / bucket-key time such as 2024-01-15T10:30"
@@ -311,14 +324,19 @@ func parseTime(v any, start bool) (ms int64, code, msg string) {
 		}
 		return inRange(int64(x))
 	case string:
-		for _, layout := range timeLayouts {
-			if t, err := time.ParseInLocation(layout, x, time.UTC); err == nil {
-				ms := t.UnixMilli()
-				if start && ms >= 0 && t.Nanosecond()%int(time.Millisecond) != 0 {
-					ms++
-				}
-				return inRange(ms)
+		for _, l := range timeLayouts {
+			t, err := time.ParseInLocation(l.layout, x, time.UTC)
+			if err != nil {
+				continue
 			}
+			ms := t.UnixMilli()
+			switch {
+			case start && ms >= 0 && t.Nanosecond()%int(time.Millisecond) != 0:
+				ms++
+			case !start && l.period != nil:
+				ms = l.period(t).UnixMilli() - 1
+			}
+			return inRange(ms)
 		}
 	}
 	return 0, problem.CodeType, notATime

@@ -65,7 +65,7 @@ func (e *InvalidInputError) Message() string {
 	case ReasonUTF8:
 		return "must be valid UTF-8"
 	case ReasonNumber:
-		return "is out of range: numbers must be finite, with at most " + strconv.Itoa(MaxNumberDigits) + " digits"
+		return "is out of range: numbers must be finite, with at most " + strconv.Itoa(MaxNumberDigits) + " digits written out in full"
 	case ReasonJSON:
 		return "is not valid JSON"
 	case ReasonDuplicate:
@@ -389,7 +389,8 @@ func unescape(e byte) byte {
 }
 
 // NumberInRange reports whether a JSON number literal is one the product
-// stores (see MaxNumberDigits).
+// stores (see MaxNumberDigits): a literal with an exponent is counted
+// written out, as it is stored (1e-99 has 100 digits, 1e-100 101).
 func NumberInRange(lit []byte) bool {
 	mant, exp, _ := bytes.Cut(bytes.ToLower(lit), []byte("e"))
 	digits, nonZero := 0, false
@@ -407,10 +408,24 @@ func NumberInRange(lit []byte) bool {
 		if err != nil || e > MaxNumberExponent || e < -MaxNumberExponent {
 			return false
 		}
+		// Stored written out (PlainNumbers): its digits then count.
+		if plain, ok := plainNumber(lit); ok && countDigits(plain) > MaxNumberDigits {
+			return false
+		}
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
 		return false // ±Inf: out of float64's range
 	}
 	return f != 0 || !nonZero // a non-zero number must not round to zero
+}
+
+func countDigits(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c >= '0' && c <= '9' {
+			n++
+		}
+	}
+	return n
 }

@@ -14,8 +14,11 @@ func TestNumbersOutsideTheStoredRangeAreRefused(t *testing.T) {
 		lit  string
 		want bool
 	}{
-		{"0", true}, {"-0.1", true}, {"1e308", true}, {"-1.7976931348623157e308", true},
-		{"5e-324", true}, {"0e-1000", true}, {"123456789012345678.123456789012345678", true},
+		{"0", true}, {"-0.1", true}, {"123456789012345678.123456789012345678", true},
+		// Exponents count written out, as the number is stored.
+		{"1e99", true}, {"1e100", false}, {"1e-99", true}, {"1e-100", false}, {"1.5e98", true},
+		{"1e308", false}, {"-1.7976931348623157e308", false}, {"5e-324", false}, {"0e-1000", false},
+		{"0e99", true}, {"1E+2", true},
 		{strings.Repeat("9", store.MaxNumberDigits), true}, {strings.Repeat("9", store.MaxNumberDigits+1), false},
 		{"0." + strings.Repeat("1", store.MaxNumberDigits-1), true},
 		{"0." + strings.Repeat("1", store.MaxNumberDigits), false},
