@@ -284,6 +284,8 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	typ := in.str("entity_type")
 	refuseEnvelopeKeys(in, "id", "type", "tenant_id", "created_at", "updated_at")
 	meta := in.object("metadata")
+	v, present := m["metadata"]
+	clearMeta := present && v == nil
 	patch := entityFields(in, func(k string) bool {
 		return k == "version" || k == "entity_type" || k == "metadata" || k == "data"
 	})
@@ -293,7 +295,7 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	if typ == "" {
 		typ = c.Query("entity_type")
 	}
-	e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: Param(c, "id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta})
+	e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: Param(c, "id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta, ClearMetadata: clearMeta})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -167,9 +168,14 @@ type UpdateEntityInput struct {
 	// Type, when set, must match the stored type.
 	Type            string
 	ExpectedVersion int64
-	// Patch: a key set to null removes the field; others replace it.
-	Patch    map[string]any
-	Metadata map[string]any
+	// Patch is a JSON merge patch (RFC 7396) of the fields: a member set
+	// to null removes the field, an object merges into the stored object
+	// member by member, anything else replaces it.
+	Patch map[string]any
+	// Metadata is a merge patch of the stored metadata, the same way;
+	// ClearMetadata (metadata: null) removes it all.
+	Metadata      map[string]any
+	ClearMetadata bool
 }
 
 // UpdateEntity applies a patch with optimistic concurrency: a stale
@@ -201,13 +207,7 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 	if err != nil {
 		return nil, storeErr("decode stored entity", err)
 	}
-	for k, v := range in.Patch {
-		if v == nil {
-			delete(fields, k)
-		} else {
-			fields[k] = v
-		}
-	}
+	mergePatch(fields, in.Patch)
 	if errs := validateFields(t, fields, "", false); len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
@@ -219,8 +219,18 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 		Slots:           t.Slots(fields),
 		UpdatedAt:       s.nowMS(),
 	}
-	if in.Metadata != nil {
-		u.Metadata = docJSON(in.Metadata)
+	switch {
+	case in.ClearMetadata:
+		u.Metadata = json.RawMessage(`{}`)
+	case in.Metadata != nil:
+		meta := map[string]any{}
+		if len(cur.Metadata) > 0 && string(cur.Metadata) != "null" {
+			if meta, err = DecodeObject(cur.Metadata); err != nil {
+				return nil, storeErr("decode stored metadata", err)
+			}
+		}
+		mergePatch(meta, in.Metadata)
+		u.Metadata = docJSON(meta)
 	}
 	e, err := s.store.UpdateEntity(ctx, u)
 	s.changed(tenant, in.ID)
@@ -237,6 +247,25 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 		return nil, storeErr("update entity", err)
 	}
 	return e, nil
+}
+
+// mergePatch applies an RFC 7396 merge patch to target, in place.
+func mergePatch(target, patch map[string]any) {
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(target, k)
+		case map[string]any:
+			t, ok := target[k].(map[string]any)
+			if !ok {
+				t = map[string]any{}
+			}
+			mergePatch(t, pv)
+			target[k] = t
+		default:
+			target[k] = v
+		}
+	}
 }
 
 func versionConflict(entityID string, current, expected int64) error {
