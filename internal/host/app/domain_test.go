@@ -664,3 +664,52 @@ func TestTypeNotAppliedYetIsRetried(t *testing.T) {
 		t.Fatalf("a type no manifest declares: %d %v", code, body)
 	}
 }
+
+// TestRouteNotAppliedYetIsRetried: a route a stored domain change adds is
+// a 503 to retry on a process that has not applied the change yet, as an
+// entity type is, not a 404 a client would take as final.
+func TestRouteNotAppliedYetIsRetried(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	ctx := context.Background()
+	code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "account", "id": "r1", "name": "R", "status": "active", "subtype": "customer"})
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	saw503 := false
+	var path string
+	for i := 0; i < 5 && !saw503; i++ {
+		name := fmt.Sprintf("route%d", i)
+		path = "/api/" + name + "/r1"
+		stored, err := l.a.Store.ListDomainLayers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layer := &store.DomainLayer{Name: name, Source: []byte("name: " + name + "\nversion: \"1\"\nroutes:\n  - {path: /api/" + name + "/:id, method: GET, entity: account, action: get}\n"), UpdatedAt: time.Now().UnixMilli()}
+		layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
+		if err := l.a.Store.PutDomainLayer(ctx, layer, store.LayersDigest(stored)); err != nil {
+			t.Fatal(err)
+		}
+		code, header, body := l.callHeader("GET", path, l.key, nil)
+		switch {
+		case code == 503 && header.Get("Retry-After") != "":
+			saw503 = true
+		case code == 200:
+			// The poll applied it first; try with another route.
+		default:
+			t.Fatalf("a route stored but not applied yet: %d %v %v", code, header, body)
+		}
+	}
+	if !saw503 {
+		t.Fatal("never caught a route before the poll applied it")
+	}
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		if code, body := l.call("GET", path, l.key, nil); code != 200 {
+			return fmt.Errorf("once applied: %d %v", code, body)
+		}
+		return nil
+	})
+	if code, body := l.call("GET", "/api/nothing/r1", l.key, nil); code != 404 {
+		t.Fatalf("a route no manifest declares: %d %v", code, body)
+	}
+}

@@ -151,6 +151,10 @@ func (s *Server) routeMiss(c *fiber.Ctx) *problem.Error {
 	if s.allowedMethods(c.Path()) != "" {
 		return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
 	}
+	// A stored domain change not applied here yet may add the route.
+	if pe := s.platform.ModelUpdating("No route matches " + c.Method() + " " + c.Path() + " yet"); pe != nil {
+		return pe
+	}
 	return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
 }
 

@@ -171,9 +171,19 @@ func (s *Service) entityType(name string) (*manifest.EntityType, error) {
 	return t, nil
 }
 
+// ModelUpdating returns the 503 to retry (naming what) while a stored
+// change of the domain model is not applied on this process yet, and nil
+// otherwise: a route the change adds is then about to be served here.
+func (s *Service) ModelUpdating(what string) *problem.Error {
+	if s == nil || s.modelBehind == nil || !s.modelBehind() {
+		return nil
+	}
+	return modelUpdating(what)
+}
+
 // modelUpdating is the 503 to retry for what a stored change of the
 // domain model, not applied on this process yet, may settle.
-func modelUpdating(what string) error {
+func modelUpdating(what string) *problem.Error {
 	pe := problem.New(problem.Unavailable, what+"; the domain model is being updated on this process, retry in a few seconds")
 	pe.Headers = map[string]string{"Retry-After": "2"}
 	return pe
