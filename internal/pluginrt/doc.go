@@ -86,7 +86,10 @@
 // still holds the old *Plugin after the swap is forwarded to its successor
 // instead of being refused, so no call fails because of a swap. The
 // previous version's bytes are kept for Rollback, which reloads them
-// (through the compilation cache when CacheDir is set).
+// (through the compilation cache when CacheDir is set). A caller that
+// records versions elsewhere first (the host's store) splits Install in
+// two: Prepare loads and checks, Commit swaps in with the previous version
+// the caller names, and Discard drops a version that was not recorded.
 //
 // # Observing calls
 //

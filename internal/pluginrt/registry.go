@@ -34,12 +34,51 @@ type Registry struct {
 type entry struct {
 	cur atomic.Pointer[Plugin]
 
-	mu       sync.Mutex // serializes swaps of this name
-	curWasm  []byte
+	mu      sync.Mutex // serializes swaps of this name
+	curWasm []byte
+	// prevSHA is the SHA-256 of the version Rollback would restore ("" for
+	// none); prevWasm its bytes, nil when this registry never ran it (the
+	// caller named it with Commit or SetPrevious).
+	prevSHA  string
 	prevWasm []byte
 	// prevVersion is the version Rollback would restore, read by List
 	// without waiting for a swap under way.
 	prevVersion atomic.Pointer[string]
+}
+
+// previous is the version an entry's Rollback would restore.
+type previous struct {
+	sha, version string
+	wasm         []byte
+}
+
+// setPrev records prev as the version Rollback restores; e.mu is held.
+func (e *entry) setPrev(prev previous) {
+	e.prevSHA, e.prevWasm = prev.sha, prev.wasm
+	if prev.sha == "" {
+		e.prevVersion.Store(nil)
+		return
+	}
+	v := prev.version
+	e.prevVersion.Store(&v)
+}
+
+// known describes the version of SHA-256 sha ("" for none) with what e
+// knows of it: its version and bytes when it is the current or the
+// previous version, else version as given and no bytes; e.mu is held.
+func (e *entry) known(sha, version string) previous {
+	switch {
+	case sha == "":
+		return previous{}
+	case e.cur.Load() != nil && e.cur.Load().sha == sha:
+		return previous{sha: sha, version: e.cur.Load().desc.Version, wasm: e.curWasm}
+	case e.prevSHA == sha:
+		if v := *e.prevVersion.Load(); v != "" {
+			version = v
+		}
+		return previous{sha: sha, version: version, wasm: e.prevWasm}
+	}
+	return previous{sha: sha, version: version}
 }
 
 // Info describes an installed plugin for listings.
@@ -88,12 +127,41 @@ func (r *Registry) OnChange(fn func(name string, p *Plugin)) {
 
 // Install loads wasm, runs check on it (a conformance smoke run supplied
 // by the caller; nil for none) and makes it the current version of the
-// plugin it describes. A module failing Load or check is refused with a
-// *LoadError listing every reason, and the current version keeps serving.
-// Installing the bytes of the current version changes nothing and returns
-// it. wasm must not be modified afterwards: it is kept, not copied, for
-// a later Rollback.
+// plugin it describes, the version it replaces becoming the previous one.
+// A module failing Load or check is refused with a *LoadError listing
+// every reason, and the current version keeps serving. Installing the
+// bytes of the current version changes nothing and returns it. wasm must
+// not be modified afterwards: it is kept, not copied, for a later
+// Rollback.
 func (r *Registry) Install(ctx context.Context, wasm []byte, check func(context.Context, *Plugin) error) (*Plugin, error) {
+	p, err := r.Prepare(ctx, wasm, check)
+	if err != nil {
+		return nil, err
+	}
+	e := r.entry(p.desc.Name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur := e.cur.Load(); cur != nil && cur.sha == p.sha { // the current bytes, or a concurrent Install of them won
+		if cur != p {
+			r.closeInBackground(p)
+		}
+		return cur, nil
+	}
+	prev := previous{}
+	if old := e.cur.Load(); old != nil {
+		prev = previous{sha: old.sha, version: old.desc.Version, wasm: e.curWasm}
+	}
+	r.swap(e, p, wasm, prev)
+	return p, nil
+}
+
+// Prepare loads wasm and runs check on it as Install does, without making
+// it current: the caller records the change first (in the store every
+// process follows), then calls Commit, or Discard when recording failed,
+// so that a change that was not recorded leaves the registry as it was.
+// Bytes that are a plugin's current version return that version,
+// unchecked.
+func (r *Registry) Prepare(ctx context.Context, wasm []byte, check func(context.Context, *Plugin) error) (*Plugin, error) {
 	sum := sha256.Sum256(wasm)
 	sha := hex.EncodeToString(sum[:])
 	for _, e := range *r.entries.Load() {
@@ -111,15 +179,74 @@ func (r *Registry) Install(ctx context.Context, wasm []byte, check func(context.
 			return nil, &LoadError{Reasons: checkReasons(err)}
 		}
 	}
+	return p, nil
+}
+
+// Commit makes p, prepared from wasm, the current version of its plugin,
+// and the version of SHA-256 prev ("" for none) the one Rollback restores,
+// whatever this registry ran before: the caller takes both from the store.
+// prevVersion names prev when the registry has not run it (Rollback then
+// has no bytes to restore it from). It returns the current version: p, or
+// the version with p's bytes already current. wasm is kept, not copied.
+func (r *Registry) Commit(p *Plugin, wasm []byte, prev, prevVersion string) *Plugin {
 	e := r.entry(p.desc.Name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if cur := e.cur.Load(); cur != nil && cur.sha == p.sha { // a concurrent Install of the same bytes won
-		r.closeInBackground(p)
-		return cur, nil
+	pv := e.known(prev, prevVersion)
+	if cur := e.cur.Load(); cur != nil && cur.sha == p.sha {
+		if cur != p {
+			r.closeInBackground(p)
+		}
+		e.setPrev(pv)
+		return cur
 	}
-	r.swap(e, p, wasm)
-	return p, nil
+	r.swap(e, p, wasm, pv)
+	return p
+}
+
+// Discard drops a version Prepare returned and Commit will not get; a
+// version that is current is left serving.
+func (r *Registry) Discard(p *Plugin) {
+	if e, ok := (*r.entries.Load())[p.desc.Name]; ok && e.cur.Load() == p {
+		return
+	}
+	r.closeInBackground(p)
+}
+
+// SetPrevious records the version of SHA-256 prev ("" for none) as the one
+// Rollback restores for name, as Commit does, without a swap.
+func (r *Registry) SetPrevious(name, prev, prevVersion string) {
+	e, ok := (*r.entries.Load())[name]
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setPrev(e.known(prev, prevVersion))
+}
+
+// Previous returns the SHA-256 of the version Rollback restores for name
+// ("" for none).
+func (r *Registry) Previous(name string) string {
+	e, ok := (*r.entries.Load())[name]
+	if !ok {
+		return ""
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.prevSHA
+}
+
+// Bytes returns the module of name's current or previous version when its
+// SHA-256 is sha and the registry has its bytes, else nil.
+func (r *Registry) Bytes(name, sha string) []byte {
+	e, ok := (*r.entries.Load())[name]
+	if !ok {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.known(sha, "").wasm
 }
 
 // Rollback makes the previous version of name current again (reloading
@@ -151,17 +278,17 @@ func (r *Registry) Rollback(ctx context.Context, name string, check func(context
 			return nil, &LoadError{Reasons: checkReasons(err)}
 		}
 	}
-	r.swap(e, p, e.prevWasm)
+	old := e.cur.Load()
+	r.swap(e, p, e.prevWasm, previous{sha: old.sha, version: old.desc.Version, wasm: e.curWasm})
 	return p, nil
 }
 
-// swap makes p current; e.mu is held.
-func (r *Registry) swap(e *entry, p *Plugin, wasm []byte) {
+// swap makes p current and prev the version Rollback restores; e.mu is
+// held.
+func (r *Registry) swap(e *entry, p *Plugin, wasm []byte, prev previous) {
 	old := e.cur.Swap(p)
+	e.setPrev(prev)
 	if old != nil {
-		v := old.desc.Version
-		e.prevVersion.Store(&v)
-		e.prevWasm = e.curWasm
 		old.successor.Store(p)
 		r.closeInBackground(old)
 		r.h.opts.Logger.Info("plugin swapped", "plugin", p.desc.Name, "from", old.desc.Version, "to", p.desc.Version,

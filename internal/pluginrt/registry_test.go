@@ -2,6 +2,8 @@ package pluginrt
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -218,6 +220,81 @@ func TestRollback(t *testing.T) {
 	}
 	if strings.Join(notified, ",") != "1.0.0,2.0.0" {
 		t.Errorf("OnChange saw %v", notified)
+	}
+}
+
+// TestPrepareCommitDiscard: a prepared version serves only once
+// committed, with the previous version the caller names (the store's),
+// not the one it replaces; a discarded one is closed and changes
+// nothing. A previous version the registry never ran is listed, but the
+// registry has no bytes to roll back to it.
+func TestPrepareCommitDiscard(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(t, Options{PoolSize: 1})
+	v1 := install(t, r, "ledger")
+	sha := func(name string) string {
+		s := sha256.Sum256(guests[name])
+		return hex.EncodeToString(s[:])
+	}
+	previous := func() string {
+		if l := r.List(); len(l) == 1 && l[0].Previous != nil {
+			return *l[0].Previous
+		}
+		return ""
+	}
+
+	p2, err := r.Prepare(t.Context(), guests["ledger2"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := r.Get("ledger"); cur != v1 {
+		t.Fatal("a prepared version serves before it is committed")
+	}
+	r.Discard(p2)
+	r.Wait()
+	if _, err := p2.Decide(t.Context(), decideInput("deposit", `{"amount":"1"}`)); !errors.Is(err, ErrClosed) {
+		t.Errorf("a discarded version is still open: %v", err)
+	}
+	if cur, _ := r.Get("ledger"); cur != v1 || previous() != "" {
+		t.Fatalf("after a discard: current %v, previous %q", cur, previous())
+	}
+	// Discarding the current version (Prepare returns it for its bytes)
+	// leaves it serving.
+	same, err := r.Prepare(t.Context(), guests["ledger"], nil)
+	if err != nil || same != v1 {
+		t.Fatalf("prepare of the current bytes: %v, %v", same, err)
+	}
+	r.Discard(same)
+	if _, err := v1.Decide(t.Context(), decideInput("deposit", `{"amount":"1"}`)); err != nil {
+		t.Fatalf("the current version after discarding it: %v", err)
+	}
+
+	// Committed with a previous version the registry never ran.
+	p3, err := r.Prepare(t.Context(), guests["ledger3"], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Commit(p3, guests["ledger3"], sha("ledger2"), "2.0.0"); got != p3 {
+		t.Fatalf("Commit returned %v", got)
+	}
+	if cur, _ := r.Get("ledger"); cur != p3 || previous() != "2.0.0" || r.Previous("ledger") != sha("ledger2") {
+		t.Fatalf("after the commit: current %v, previous %q (%.12s)", cur, previous(), r.Previous("ledger"))
+	}
+	if r.Bytes("ledger", sha("ledger2")) != nil || r.Bytes("ledger", sha("ledger3")) == nil {
+		t.Error("Bytes: want none for a version never run, the module for the current one")
+	}
+	if _, err := r.Rollback(t.Context(), "ledger", nil); !errors.Is(err, ErrNoPrevious) {
+		t.Errorf("rollback without the previous version's bytes: %v", err)
+	}
+	// SetPrevious names the version 1.0.0 that ran here: its bytes are
+	// kept no longer (it was replaced), so it is listed by the given name.
+	r.SetPrevious("ledger", sha("ledger"), "1.0.0")
+	if previous() != "1.0.0" || r.Previous("ledger") != sha("ledger") {
+		t.Fatalf("after SetPrevious: previous %q", previous())
+	}
+	r.SetPrevious("ledger", "", "")
+	if previous() != "" || r.Previous("ledger") != "" {
+		t.Fatalf("after clearing the previous version: %q", previous())
 	}
 }
 

@@ -98,6 +98,10 @@ type Config struct {
 	PluginInstances int
 	// BuiltinPlugins replaces the plugins built into the binary (tests).
 	BuiltinPlugins map[string][]byte
+	// PluginPoll is how often the store and PluginsDir are read for
+	// plugin versions installed elsewhere (default 2 s; tests that
+	// order processes by hand make it long and call Plugins.Sync).
+	PluginPoll time.Duration
 	// OperatorTenant's admin keys manage plugins (default "operator").
 	OperatorTenant string
 	// SecretKey encrypts webhook signing secrets at rest (32 bytes, base64
@@ -412,7 +416,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 	})
 	builtin := a.builtinPlugins()
 	a.Plugins, err = pluginhost.NewManager(pluginhost.Options{
-		Store: a.Store, Registry: reg, Dir: cfg.PluginsDir, Builtin: builtin, Check: a.checkPlugin, Logger: cfg.Logger,
+		Store: a.Store, Registry: reg, Dir: cfg.PluginsDir, Builtin: builtin, Check: a.checkPlugin, Poll: cfg.PluginPoll, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, gateway.HealthCheck{}, err

@@ -64,7 +64,7 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 	if err := in.err(); err != nil {
 		return err
 	}
-	return s.idempotent(c, "emit "+r.ID(), raw, func() (int, any, error) {
+	return s.idempotent(c, raw, func() (int, any, error) {
 		// The route's entity type must be the entity's.
 		if _, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity); err != nil {
 			return 0, nil, err
@@ -77,8 +77,12 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 	})
 }
 
-// actionGet returns the Entity object.
+// actionGet returns the Entity object. It takes no query parameter (the
+// route names the type): one sent would be ignored, so it is refused.
 func (s *Server) actionGet(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	entityID, _ := entityParam(r, params)
 	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity)
 	if err != nil {
@@ -109,7 +113,7 @@ func (s *Server) actionCreate(c *fiber.Ctx, r *manifest.Route) error {
 	}); err != nil {
 		return err
 	}
-	return s.idempotent(c, "create "+r.ID(), raw, func() (int, any, error) {
+	return s.idempotent(c, raw, func() (int, any, error) {
 		e, err := s.platform.CreateEntity(ctx(c), tenant(c), platform.CreateEntityInput{Type: r.Entity, ID: entID, Fields: prefixed(data), Metadata: meta})
 		if err != nil {
 			return 0, nil, dataPrefixed(err)
@@ -147,8 +151,12 @@ func dataPrefixedFields(errs []problem.FieldError) []problem.FieldError {
 }
 
 // actionList lists entities of the route's type: query parameters cursor,
-// limit and equality filters on indexed fields.
+// limit and equality filters on indexed fields. As on GET /v1/entities,
+// the platform refuses unknown filters and none may be given twice.
 func (s *Server) actionList(c *fiber.Ctx, r *manifest.Route) error {
+	if err := checkQuery(c, queryNames(c)...); err != nil {
+		return err
+	}
 	limit, err := queryLimit(c)
 	if err != nil {
 		return err
@@ -158,6 +166,9 @@ func (s *Server) actionList(c *fiber.Ctx, r *manifest.Route) error {
 		if k != "cursor" && k != "limit" {
 			filters[k] = v
 		}
+	}
+	if err := s.refuseNonFinite(r.Entity, filters); err != nil {
+		return err
 	}
 	page, err := s.platform.ListEntities(ctx(c), tenant(c), platform.ListEntitiesInput{Type: r.Entity, Filters: filters, Cursor: c.Query("cursor"), Limit: limit})
 	if err != nil {

@@ -34,6 +34,11 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	if s.allowedMethods(c.Path()) != "" {
 		return s.routeMiss(c)
 	}
+	// A parameter given twice (the input of a GET, entity_type) would
+	// count once, fiber choosing which.
+	if err := checkQuery(c, queryNames(c)...); err != nil {
+		return err
+	}
 	entityID := Param(c, "id")
 	path := "/" + strings.Trim(Param(c, "*"), "/")
 	// The type comes from the stored entity; ?entity_type= names it up
@@ -78,6 +83,9 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 // entityCommand. The other path parameters join the input and win over
 // body members of the same name (the path is what the route promises).
 func (s *Server) actionCommand(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
+	if err := checkQuery(c, queryNames(c)...); err != nil {
+		return err
+	}
 	entityID := params["id"]
 	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity)
 	if err != nil {
@@ -184,7 +192,7 @@ func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpe
 	if len(extra) > 0 {
 		fingerprint = append(append(fingerprint, '\n'), mustMarshal(extra)...)
 	}
-	return s.idempotent(c, "command "+e.Type+" "+cmd.Name, fingerprint, run)
+	return s.idempotent(c, fingerprint, run)
 }
 
 func mustMarshal(v any) []byte {

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,10 +58,25 @@ func (in *input) integer(key string) int64 {
 		return 0
 	}
 	i, ok := platform.WholeNumber(n)
-	if !ok {
+	switch {
+	case ok:
+	case beyondInt64(n):
+		// 1e20 is a whole number, just too large: a range error, not a
+		// type one.
+		in.errs = append(in.errs, problem.FieldError{Field: key, Code: problem.CodeRange,
+			Message: fmt.Sprintf("%s is out of range: it must be between %d and %d", key, int64(math.MinInt64), int64(math.MaxInt64))})
+	default:
 		in.typeErr(key, "an integer")
 	}
 	return i
+}
+
+// beyondInt64 reports whether a number's magnitude is past int64's. The
+// body was checked before (store.Inspect): its numbers are finite as a
+// float64.
+func beyondInt64(n json.Number) bool {
+	f, err := strconv.ParseFloat(string(n), 64)
+	return (err == nil || errors.Is(err, strconv.ErrRange)) && math.Abs(f) >= 1<<63
 }
 
 // positive refuses key when it is present and not above zero; absent (or
@@ -126,16 +143,12 @@ func sortFieldErrors(errs []problem.FieldError) {
 	slices.SortStableFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Field, b.Field) })
 }
 
-// queryInt parses an optional integer query parameter.
-func queryInt(raw, name string) (int, error) {
-	if raw == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil {
-		return 0, problem.Validation([]problem.FieldError{{Field: name, Code: problem.CodeType, Message: name + " must be an integer"}})
-	}
-	return n, nil
+// queryNames are the names of the request's query parameters, in order,
+// repeats included: checkQuery(c, queryNames(c)...) refuses only repeats.
+func queryNames(c *fiber.Ctx) []string {
+	var names []string
+	c.Context().QueryArgs().VisitAll(func(k, _ []byte) { names = append(names, string(k)) })
+	return names
 }
 
 // checkQuery refuses query parameters a listing or read does not know,
@@ -169,14 +182,44 @@ func checkQuery(c *fiber.Ctx, known ...string) error {
 
 // queryLimit reads the limit query parameter: 0 when absent (the default
 // page size), else an integer of at least 1. limit=0 is refused rather
-// than read as absent, as the message of the upper bound says.
+// than read as absent, as the message of the upper bound says; so is a
+// number too large for an int, as out of range rather than as no integer.
 func queryLimit(c *fiber.Ctx) (int, error) {
-	n, err := queryInt(c.Query("limit"), "limit")
-	if err == nil && c.Query("limit") != "" && n < 1 {
+	raw := c.Query("limit")
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(raw)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeRange,
+			Message: fmt.Sprintf("limit is out of range: it must be between 1 and %d", platform.MaxPageSize)}})
+	case err != nil:
+		return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeType, Message: "limit must be an integer"}})
+	case n < 1:
 		return 0, problem.Validation([]problem.FieldError{{Field: "limit", Code: problem.CodeRange,
 			Message: fmt.Sprintf("limit must be between 1 and %d", platform.MaxPageSize)}})
 	}
-	return n, err
+	return n, nil
+}
+
+// refuseEmpty refuses the named query parameters when given with an
+// empty value: a listing reads an empty filter as none, so ?type= (a
+// value lost in a client's template) would list the whole tenant.
+func refuseEmpty(c *fiber.Ctx, names ...string) error {
+	var errs []problem.FieldError
+	args := c.Context().QueryArgs()
+	for _, name := range names {
+		if args.Has(name) && len(args.Peek(name)) == 0 {
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeFormat,
+				Message: name + " must not be empty: leave it out not to filter on it"})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sortFieldErrors(errs)
+	return problem.Validation(errs)
 }
 
 // refuseBadText answers a validation problem for query parameters (names
@@ -203,4 +246,34 @@ func refuseBadText(c *fiber.Ctx) error {
 		return problem.Validation(errs)
 	}
 	return c.Next()
+}
+
+// refuseNonFinite refuses NaN and infinities given as filters on number
+// fields of an entity type: strconv.ParseFloat reads them ("NaN", "inf",
+// "1e400") where a body could not carry them, no stored number equals
+// them, and numbers must be finite as a float64. Unknown types and
+// fields are left to the platform, which refuses them.
+func (s *Server) refuseNonFinite(typ string, filters map[string]string) error {
+	t := s.platform.Domain().Entities[typ]
+	if t == nil {
+		return nil
+	}
+	var errs []problem.FieldError
+	for name, raw := range filters {
+		f, ok := t.Field(name)
+		if !ok {
+			continue
+		}
+		if _, number, _ := store.ParseSlotColumn(f.Storage); !number {
+			continue
+		}
+		if n, err := strconv.ParseFloat(raw, 64); (err == nil || errors.Is(err, strconv.ErrRange)) && (math.IsNaN(n) || math.IsInf(n, 0)) {
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: name + " must be a finite number"})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sortFieldErrors(errs)
+	return problem.Validation(errs)
 }

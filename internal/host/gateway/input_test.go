@@ -300,19 +300,20 @@ func TestRawFactDataIsBoundedLikeCommandInput(t *testing.T) {
 // where Postgres had failed the write with a 500.
 func TestIndexedValuesAreBoundedOnBothStores(t *testing.T) {
 	t.Parallel()
-	// Random letters: Postgres compresses a repeated letter below its limit.
-	rnd := rand.New(rand.NewPCG(1, 2))
-	letters := func(n int) string {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte('a' + rnd.IntN(26))
-		}
-		return string(b)
-	}
 	atSlot := strings.Repeat("é", platform.MaxSlotLength/2) // bytes, not characters
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
+			// Random letters: Postgres compresses a repeated letter below
+			// its limit. One source per subtest: they run in parallel.
+			rnd := rand.New(rand.NewPCG(1, 2))
+			letters := func(n int) string {
+				b := make([]byte, n)
+				for i := range b {
+					b[i] = byte('a' + rnd.IntN(26))
+				}
+				return string(b)
+			}
 			h := setup(t, backend)
 			// Ids of the longest kind, so the index entry is at its largest.
 			account := func(id, name string) map[string]any {

@@ -48,6 +48,7 @@ routes:
   - {path: /v1/deposits, method: POST, entity: account, action: emit, factType: deposit}
   - {path: /v1/assets/:id/outcomes, method: POST, entity: asset, action: emit, factType: outcome, rateLimit: {rpm: 3, scope: global}}
   - {path: /v1/tickets, method: POST, entity: ticket, action: create}
+  - {path: /v1/tickets, method: GET, entity: ticket, action: list}
   - {path: /v1/tickets/:id, method: GET, entity: ticket, action: get}
   - {path: /v1/reports, method: POST, entity: account, action: query}
   - {path: /v1/public-status, method: GET, entity: system, action: get, auth: public, rateLimit: {rpm: 2, scope: tenant}}

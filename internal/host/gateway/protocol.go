@@ -22,12 +22,12 @@ func (e transportError) Unwrap() error { return e.err }
 
 // hookTransport installs the gateway's answers to what fasthttp and fiber
 // would otherwise answer themselves (or not at all): malformed and
-// oversized requests, conflicting Content-Length headers and methods fiber
-// does not know, all as problems through the one error handler.
+// oversized requests, an ambiguous length and methods fiber does not
+// know, all as problems through the one error handler.
 func (s *Server) hookTransport() {
 	srv := s.app.Server()
 	srv.ErrorHandler = s.answerTransportError
-	srv.HeaderReceived = refuseConflictingLength
+	srv.HeaderReceived = refuseAmbiguousLength
 	srv.Handler = s.guard(srv.Handler)
 	for _, m := range s.app.Config().RequestMethods {
 		s.methods = append(s.methods, []byte(m))
@@ -40,25 +40,55 @@ func (s *Server) answerTransportError(fctx *fasthttp.RequestCtx, err error) {
 	s.answerUnrouted(fctx, func(*fiber.Ctx) error { return transportError{err} })
 }
 
-// refuseConflictingLength runs once a request's headers are read, before
+// refuseAmbiguousLength runs once a request's headers are read, before
 // its body. fasthttp keeps the last of several Content-Length headers and
-// would wait for a body the client may never send; RFC 9112 section 6.3
-// makes such framing an error answered with 400 and a closed connection.
-// The body is not read (guard answers the request) and the connection
-// closes after the answer, so no byte of it is taken for a next request.
-func refuseConflictingLength(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if conflictingLength(h.RawHeaders()) {
-		h.SetContentLength(0)
+// would wait for a body the client may never send, and it lets
+// Transfer-Encoding win over a Content-Length beside it; RFC 9112
+// sections 6.1 and 6.3 make the first an error answered with 400 and a
+// closed connection, and the second a request the server may refuse and
+// must close the connection after. The body is not read (guard answers
+// the request) and the connection closes after the answer, so no byte of
+// it is taken for a next request.
+func refuseAmbiguousLength(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if ambiguousLength(h.RawHeaders()) != "" {
+		h.SetContentLength(0) // also drops Transfer-Encoding
 		h.SetConnectionClose()
 	}
 	return fasthttp.RequestConfig{}
 }
 
-// conflictingLength reports whether a raw header block carries
-// Content-Length values that differ. Repeats of one value are accepted,
-// as RFC 9110 section 8.6 allows.
-func conflictingLength(raw []byte) bool {
-	var first []byte
+// ambiguousLength says why a raw header block leaves the body's length
+// ambiguous, or "" when it does not: Content-Length values that differ
+// (repeats of one value are accepted, as RFC 9110 section 8.6 allows), or
+// Transfer-Encoding and Content-Length together.
+func ambiguousLength(raw []byte) string {
+	var length []byte
+	hasLength, conflict, chunked := false, false, false
+	eachRawHeader(raw, func(name, value []byte) {
+		switch {
+		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
+			if !hasLength {
+				length, hasLength = value, true
+			} else if !bytes.Equal(length, value) {
+				conflict = true
+			}
+		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
+			chunked = true
+		}
+	})
+	switch {
+	case conflict:
+		return "Conflicting Content-Length headers: the request's length is ambiguous"
+	case chunked && hasLength:
+		return "Transfer-Encoding and Content-Length together: the request's length is ambiguous"
+	}
+	return ""
+}
+
+// eachRawHeader calls fn with the name and value (trimmed) of every line
+// of a raw header block. fasthttp keeps one of several Content-Length or
+// Content-Type lines, so a repeat is seen only here.
+func eachRawHeader(raw []byte, fn func(name, value []byte)) {
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -66,30 +96,39 @@ func conflictingLength(raw []byte) bool {
 		} else {
 			raw = nil
 		}
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 || !bytes.EqualFold(bytes.TrimSpace(line[:colon]), []byte(fiber.HeaderContentLength)) {
-			continue
-		}
-		v := bytes.TrimSpace(line[colon+1:])
-		if first == nil {
-			first = v
-		} else if !bytes.Equal(first, v) {
-			return true
+		if colon := bytes.IndexByte(line, ':'); colon >= 0 {
+			fn(bytes.TrimSpace(line[:colon]), bytes.TrimSpace(line[colon+1:]))
 		}
 	}
-	return false
+}
+
+// differingValues reports whether a header's raw values are not all one.
+func differingValues(raw []byte, name string) bool {
+	var first []byte
+	seen, differ := false, false
+	eachRawHeader(raw, func(n, v []byte) {
+		if !bytes.EqualFold(n, []byte(name)) {
+			return
+		}
+		if !seen {
+			first, seen = v, true
+		} else if !bytes.Equal(first, v) {
+			differ = true
+		}
+	})
+	return differ
 }
 
 // guard wraps fiber's handler: fiber answers a method it does not know
-// with a text/plain 400 of its own, and conflicting Content-Length
-// headers must be refused before any route sees the request.
+// with a text/plain 400 of its own, and a request of ambiguous length
+// must be refused before any route sees it.
 func (s *Server) guard(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(fctx *fasthttp.RequestCtx) {
-		switch {
-		case conflictingLength(fctx.Request.Header.RawHeaders()):
+		switch why := ambiguousLength(fctx.Request.Header.RawHeaders()); {
+		case why != "":
 			fctx.SetConnectionClose()
 			s.answerUnrouted(fctx, func(*fiber.Ctx) error {
-				return problem.New(problem.BadRequest, "Conflicting Content-Length headers: the request's length is ambiguous")
+				return problem.New(problem.BadRequest, why)
 			})
 		case !s.knownMethod(fctx.Method()):
 			s.answerUnrouted(fctx, func(c *fiber.Ctx) error {

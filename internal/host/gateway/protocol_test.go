@@ -43,32 +43,40 @@ func rawExchange(t *testing.T, h *harness, raw string) (r *response, closed bool
 // TestConflictingContentLengthIsRefused: differing Content-Length headers
 // make the body's end ambiguous (RFC 9112 section 6.3): 400 and a closed
 // connection, at once, instead of waiting for bytes that may never come.
-// Repeats of one value are one length.
+// Repeats of one value are one length. Transfer-Encoding beside a
+// Content-Length is refused the same way (RFC 9112 section 6.1: the
+// connection must close after it), where fasthttp had let the chunked
+// body win and kept the connection.
 func TestConflictingContentLengthIsRefused(t *testing.T) {
 	t.Parallel()
 	h := setup(t, "sqlite")
+	const conflicting = "Conflicting Content-Length headers: the request's length is ambiguous"
+	const both = "Transfer-Encoding and Content-Length together: the request's length is ambiguous"
 	for _, tc := range []struct {
 		name, lengths, body string
-		conflict            bool
+		detail              string // "" when the request is served
 	}{
-		{"2 then 3", "Content-Length: 2\r\nContent-Length: 3\r\n", "{}", true},
-		{"3 then 2", "Content-Length: 3\r\ncontent-length: 2\r\n", "{}x", true},
-		{"2 then 2", "Content-Length: 2\r\nContent-Length: 2\r\n", "{}", false},
+		{"2 then 3", "Content-Length: 2\r\nContent-Length: 3\r\n", "{}", conflicting},
+		{"3 then 2", "Content-Length: 3\r\ncontent-length: 2\r\n", "{}x", conflicting},
+		{"2 then 2", "Content-Length: 2\r\nContent-Length: 2\r\n", "{}", ""},
+		{"chunked then length", "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n", "2\r\n{}\r\n0\r\n\r\n", both},
+		{"length then chunked", "Content-Length: 2\r\ntransfer-encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", both},
+		{"chunked alone", "Transfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := "POST /v1/facts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-Key: " + h.keyA + "\r\n" +
 				tc.lengths + "\r\n" + tc.body
 			start := time.Now()
 			r, closed := rawExchange(t, h, raw)
-			if !tc.conflict {
+			if tc.detail == "" {
 				// The body {} reaches the route, which wants entity_id.
 				r.wantStatus(t, 400)
 				if r.fieldErrors()["entity_id"] != "required" {
-					t.Fatalf("repeated Content-Length: %s", r.raw)
+					t.Fatalf("accepted framing: %s", r.raw)
 				}
 				return
 			}
-			r.wantProblem(t, 400, "bad-request", "Bad Request", "Conflicting Content-Length headers: the request's length is ambiguous")
+			r.wantProblem(t, 400, "bad-request", "Bad Request", tc.detail)
 			if !closed {
 				t.Fatal("connection left open")
 			}

@@ -193,6 +193,12 @@ func invalidField(b *store.InvalidInputError) problem.FieldError {
 
 // requireJSON answers 415 unless the body is declared as JSON.
 func requireJSON(c *fiber.Ctx) error {
+	// fasthttp keeps the last of several Content-Type lines: differing
+	// ones leave the body's media type open, refused like one that is not
+	// JSON. Repeats of one value are one type.
+	if differingValues(c.Request().Header.RawHeaders(), fiber.HeaderContentType) {
+		return problem.New(problem.UnsupportedMediaType, "Content-Type is given more than once with different values: send one")
+	}
 	ct := c.Get(fiber.HeaderContentType)
 	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != fiber.MIMEApplicationJSON && !isJSONSuffix(mt)) {

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -28,6 +30,13 @@ func (s *Server) routes() {
 		p := c.Path()
 		forPeople := strings.HasPrefix(p, "/console/") || p == "/errors/" || p == "/docs/"
 		if strings.Contains(p, "//") || len(p) > 1 && strings.HasSuffix(p, "/") && !forPeople {
+			// Under a platform prefix (/v1/facts/) the key comes first, as
+			// on every platform path (see platformPath).
+			if platformPath(p) {
+				if err := s.authenticate(c); err != nil {
+					return err
+				}
+			}
 			return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), p)
 		}
 		return c.Next()
@@ -93,9 +102,20 @@ func (s *Server) handle(doc openapi.Endpoint, withHead bool, h fiber.Handler) {
 // serveMetrics serves GET /metrics from the registry.
 func (s *Server) serveMetrics(c *fiber.Ctx) error { return s.metricsHTTP(c) }
 
+// idempotencyScope is the store's scope of every Idempotency-Key record.
+// Keys are per tenant, not per endpoint: a key reused on another endpoint
+// finds the first record, whose fingerprint (method, path, body) differs,
+// and is refused (422) instead of running a second operation.
+const idempotencyScope = "tenant"
+
 // idempotent runs a write through the Idempotency-Key machinery when the
 // client sent the header; otherwise it just runs it.
-func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() (int, any, error)) error {
+func (s *Server) idempotent(c *fiber.Ctx, body []byte, run func() (int, any, error)) error {
+	// fiber reads the first of several: which key the client meant cannot
+	// be told, as with X-API-Key.
+	if len(c.Request().Header.PeekAll("Idempotency-Key")) > 1 {
+		return problem.New(problem.BadRequest, "Idempotency-Key is given more than once: send one key")
+	}
 	key := c.Get("Idempotency-Key")
 	if key == "" {
 		status, data, err := run()
@@ -107,7 +127,7 @@ func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() 
 	if !idempotency.ValidKey(key) {
 		return problem.Validation([]problem.FieldError{{Field: "Idempotency-Key", Code: problem.CodeFormat, Message: "Idempotency-Key must be 1-255 visible ASCII characters"}})
 	}
-	k := store.IdemKey{TenantID: tenant(c), Scope: scope, Key: key}
+	k := store.IdemKey{TenantID: tenant(c), Scope: idempotencyScope, Key: key}
 	resp, replayed, err := s.idem.Do(ctx(c), k, idempotency.Fingerprint(c.Method(), c.Path(), body), func() (idempotency.Response, error) {
 		status, data, err := run()
 		if err != nil {
@@ -208,7 +228,7 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 	}); err != nil {
 		return err
 	}
-	return s.idempotent(c, "POST /v1/entities", raw, func() (int, any, error) {
+	return s.idempotent(c, raw, func() (int, any, error) {
 		e, err := s.platform.CreateEntity(ctx(c), tenant(c), platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields, Metadata: meta})
 		if err != nil {
 			return 0, nil, err
@@ -235,9 +255,7 @@ var listReserved = map[string]bool{"entity_type": true, "cursor": true, "limit":
 func (s *Server) listEntities(c *fiber.Ctx) error {
 	// Field filters are the type's own (the platform refuses unknown
 	// ones); none may be given twice.
-	var names []string
-	c.Context().QueryArgs().VisitAll(func(k, _ []byte) { names = append(names, string(k)) })
-	if err := checkQuery(c, names...); err != nil {
+	if err := checkQuery(c, queryNames(c)...); err != nil {
 		return err
 	}
 	limit, err := queryLimit(c)
@@ -249,6 +267,9 @@ func (s *Server) listEntities(c *fiber.Ctx) error {
 		if !listReserved[k] {
 			filters[k] = v
 		}
+	}
+	if err := s.refuseNonFinite(c.Query("entity_type"), filters); err != nil {
+		return err
 	}
 	page, err := s.platform.ListEntities(ctx(c), tenant(c), platform.ListEntitiesInput{
 		Type: c.Query("entity_type"), Filters: filters, Cursor: c.Query("cursor"), Limit: limit,
@@ -350,7 +371,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 	if fi.TraceID == "" {
 		fi.TraceID = traceID(c)
 	}
-	return s.idempotent(c, "POST /v1/facts", raw, func() (int, any, error) {
+	return s.idempotent(c, raw, func() (int, any, error) {
 		f, err := s.platform.AppendFact(ctx(c), tenant(c), fi)
 		if err != nil {
 			return 0, nil, err
@@ -360,6 +381,9 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 }
 
 func (s *Server) getFact(c *fiber.Ctx) error {
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	f, err := s.platform.GetFact(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
@@ -375,6 +399,9 @@ var listFactsParams = []string{"type", "subtype", "source_id", "entity_id", "fro
 // is refused rather than ignored: a misspelt filter would list everything.
 func (s *Server) listFacts(c *fiber.Ctx) error {
 	if err := checkQuery(c, listFactsParams...); err != nil {
+		return err
+	}
+	if err := refuseEmpty(c, "type", "subtype", "source_id", "entity_id", "from", "to"); err != nil {
 		return err
 	}
 	limit, err := queryLimit(c)
@@ -438,7 +465,7 @@ func (s *Server) createConfig(c *fiber.Ctx) error {
 	}); err != nil {
 		return err
 	}
-	return s.idempotent(c, "POST /v1/configs", raw, func() (int, any, error) {
+	return s.idempotent(c, raw, func() (int, any, error) {
 		cfg, err := s.platform.CreateConfig(ctx(c), tenant(c), ci)
 		if err != nil {
 			return 0, nil, err
@@ -448,6 +475,9 @@ func (s *Server) createConfig(c *fiber.Ctx) error {
 }
 
 func (s *Server) getConfig(c *fiber.Ctx) error {
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	cfg, err := s.platform.GetConfig(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
@@ -483,6 +513,9 @@ func (s *Server) archiveConfig(c *fiber.Ctx) error {
 }
 
 func (s *Server) configVersions(c *fiber.Ctx) error {
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	vs, err := s.platform.ConfigVersions(ctx(c), tenant(c), Param(c, "id"))
 	if err != nil {
 		return err
@@ -495,7 +528,13 @@ func (s *Server) configVersions(c *fiber.Ctx) error {
 }
 
 func (s *Server) configVersion(c *fiber.Ctx) error {
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	v, err := c.ParamsInt("version")
+	if errors.Is(err, strconv.ErrRange) {
+		return problem.Validation([]problem.FieldError{{Field: "version", Code: problem.CodeRange, Message: "version is out of range: it must be a positive integer that fits in 64 bits"}})
+	}
 	if err != nil || v < 1 {
 		return problem.Validation([]problem.FieldError{{Field: "version", Code: problem.CodeType, Message: "version must be a positive integer"}})
 	}
@@ -513,6 +552,9 @@ func (s *Server) configVersion(c *fiber.Ctx) error {
 
 func (s *Server) listConfigs(c *fiber.Ctx) error {
 	if err := checkQuery(c, "type", "status", "cursor", "limit"); err != nil {
+		return err
+	}
+	if err := refuseEmpty(c, "type", "status"); err != nil {
 		return err
 	}
 	limit, err := queryLimit(c)

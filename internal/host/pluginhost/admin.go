@@ -140,13 +140,20 @@ func info(m *Manager, p *wasm.Plugin) any {
 	return fiber.Map{"name": p.Description().Name, "version": p.Description().Version, "sha256": p.SHA256()}
 }
 
-// refused turns a load or check failure into a 422 listing every reason;
-// serving says whether a version of the plugin serves meanwhile.
+// refused turns a load or check failure (a *wasm.LoadError) into a 422
+// listing every reason; serving says whether a version of the plugin
+// serves meanwhile. Any other error, the store's above all, is returned as
+// it is: the gateway answers it (503 with Retry-After for a database that
+// cannot be reached) and logs its text, which names the database's
+// internals and is nothing a plugin author can act on.
 func refused(name string, serving bool, err error) error {
 	var le *wasm.LoadError
-	reasons := []string{err.Error()}
-	if errors.As(err, &le) && len(le.Reasons) > 0 {
-		reasons = le.Reasons
+	if !errors.As(err, &le) {
+		return err
+	}
+	reasons := le.Reasons
+	if len(reasons) == 0 {
+		reasons = []string{err.Error()}
 	}
 	detail := fmt.Sprintf("Plugin %s was refused; the current version keeps serving", name)
 	if !serving {

@@ -296,6 +296,11 @@ func (m *Manager) activeNames(ctx context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
+// Sync brings the registry in step with the store now, as every poll
+// does: it loads the active versions this process does not run yet and
+// takes the previous version of each plugin from the store.
+func (m *Manager) Sync(ctx context.Context) error { return m.syncStore(ctx, nil) }
+
 // syncStore loads every active version the registry does not run yet: how
 // a version installed through another process reaches this one. local
 // holds module bytes by their SHA-256, used instead of the store's copy.
@@ -316,6 +321,12 @@ func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error 
 	var wg sync.WaitGroup
 	for _, a := range act {
 		if p, ok := m.opts.Registry.Get(a.Name); ok && p.SHA256() == a.SHA256 {
+			// Serving the active version already; the previous one may
+			// have changed meanwhile (an install and a rollback between
+			// two polls).
+			if m.opts.Registry.Previous(a.Name) != a.Previous {
+				m.opts.Registry.SetPrevious(a.Name, a.Previous, a.PreviousVersion)
+			}
 			continue
 		}
 		if m.wasRefused(a.Name, a.SHA256) {
@@ -336,7 +347,8 @@ func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error 
 				}
 				module, from = bin.Wasm, "store"
 			}
-			p, err := m.opts.Registry.Install(ctx, module, m.checkFor(a.Name))
+			reg := m.opts.Registry
+			p, err := reg.Prepare(ctx, module, m.checkFor(a.Name))
 			if err != nil {
 				if ctx.Err() == nil {
 					m.log.Error("active plugin version refused; tried again when the domain model changes", "plugin", a.Name, "sha256", a.SHA256, "err", err)
@@ -347,6 +359,10 @@ func (m *Manager) syncStore(ctx context.Context, local map[string][]byte) error 
 				}
 				return
 			}
+			// The previous version is the store's, not the one this
+			// process served: they differ when installs overlapped, or
+			// when this process missed a version between two polls.
+			p = reg.Commit(p, module, a.Previous, a.PreviousVersion)
 			m.log.Info("active plugin version loaded", "plugin", a.Name, "version", p.Description().Version, "sha256", a.SHA256, "from", from)
 			m.done1(a.Name)
 		}()
@@ -433,13 +449,21 @@ func (m *Manager) checkFor(name string) func(context.Context, *wasm.Plugin) erro
 	}
 }
 
-// Install loads a new version of a plugin, checks it, swaps it in and
-// records it in the store as the active version, so other processes follow.
-// name, when not empty, must be the name the module describes.
+// Install loads a new version of a plugin, checks it, records it in the
+// store as the active version, so other processes follow, and then swaps
+// it in. name, when not empty, must be the name the module describes.
+//
+// The store comes first: a version it did not record must not serve here,
+// nor become this process's previous version, since no other process (nor
+// this one after a restart) could load it. Refused or not recorded, the
+// install leaves the registry as it was; a store error is returned as it
+// is (store.ErrUnavailable, say), apart from the *wasm.LoadError of a
+// refused module.
 func (m *Manager) Install(ctx context.Context, name string, module []byte) (*wasm.Plugin, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, err := m.opts.Registry.Install(ctx, module, m.checkFor(name))
+	reg := m.opts.Registry
+	p, err := reg.Prepare(ctx, module, m.checkFor(name))
 	if err != nil {
 		return nil, err
 	}
@@ -447,66 +471,67 @@ func (m *Manager) Install(ctx context.Context, name string, module []byte) (*was
 	if name != "" && d.Name != name {
 		// The registry skips the check for bytes it already runs (under
 		// their own name).
+		reg.Discard(p)
 		return nil, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the module describes itself as %q, not %q", d.Name, name)}}
 	}
 	if err := m.opts.Store.SavePluginVersion(ctx, &store.PluginBinary{Name: d.Name, SHA256: p.SHA256(), Version: d.Version, Wasm: module, CreatedAt: m.opts.Now().UnixMilli()}); err != nil {
-		return p, fmt.Errorf("plugins: store %s: %w", d.Name, err)
+		reg.Discard(p)
+		return nil, fmt.Errorf("plugins: store %s: %w", d.Name, err)
 	}
-	if _, err := m.opts.Store.ActivatePlugin(ctx, d.Name, p.SHA256(), m.opts.Now().UnixMilli()); err != nil {
-		return p, fmt.Errorf("plugins: activate %s: %w", d.Name, err)
+	a, err := m.opts.Store.ActivatePlugin(ctx, d.Name, p.SHA256(), m.opts.Now().UnixMilli())
+	if err != nil {
+		reg.Discard(p)
+		return nil, fmt.Errorf("plugins: activate %s: %w", d.Name, err)
 	}
-	return p, nil
+	// The previous version is the one the store replaced, which is not
+	// this process's current one when another process installed a version
+	// it has not loaded yet.
+	return reg.Commit(p, module, a.Previous, a.PreviousVersion), nil
 }
 
-// Rollback makes the previous version of a plugin current again, here and,
-// through the store, in every process. The version is checked as an
-// install is: every process checks the versions it loads from the store,
-// so one that no longer fits the model would serve only where it was
-// rolled back.
+// Rollback makes the version the store records as active before the
+// current one active again, here and, through the store, in every
+// process: the store is the source of truth, so every process rolls back
+// to the same version, one started after the install included. The
+// version is checked as an install is: every process checks the versions
+// it loads from the store, so one that no longer fits the model would
+// serve only where it was rolled back. wasm.ErrNoPrevious when the store
+// records none; as Install, a failure leaves the registry as it was.
 func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, err := m.opts.Registry.Rollback(ctx, name, m.checkFor(name))
-	if errors.Is(err, wasm.ErrNoPrevious) {
-		// This process loaded the current version at its start, after the
-		// install: the store still knows the version before it.
-		p, err = m.rollbackFromStore(ctx, name, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if _, err := m.opts.Store.ActivatePlugin(ctx, name, p.SHA256(), m.opts.Now().UnixMilli()); err != nil {
-		return p, fmt.Errorf("plugins: activate %s: %w", name, err)
-	}
-	return p, nil
-}
-
-// rollbackFromStore loads the version the store records as active
-// before the current one, checked as Rollback checks it; noPrevious is
-// returned when there is none.
-func (m *Manager) rollbackFromStore(ctx context.Context, name string, noPrevious error) (*wasm.Plugin, error) {
 	active, err := m.opts.Store.ActivePlugins(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("plugins: read active versions: %w", err)
 	}
-	cur, loaded := m.opts.Registry.Get(name)
-	for _, a := range active {
-		if a.Name != name || a.Previous == "" || (loaded && a.Previous == cur.SHA256()) {
-			continue
-		}
-		bin, err := m.opts.Store.GetPluginVersion(ctx, name, a.Previous)
+	i := slices.IndexFunc(active, func(a store.ActivePlugin) bool { return a.Name == name })
+	if i < 0 || active[i].Previous == "" {
+		return nil, fmt.Errorf("%w: plugin %q", wasm.ErrNoPrevious, name)
+	}
+	prev := active[i].Previous
+	reg := m.opts.Registry
+	module := reg.Bytes(name, prev)
+	if module == nil {
+		bin, err := m.opts.Store.GetPluginVersion(ctx, name, prev)
 		if err != nil {
 			return nil, fmt.Errorf("plugins: read the previous version of %s: %w", name, err)
 		}
-		check := m.checkFor(name)
-		return m.opts.Registry.Install(ctx, bin.Wasm, func(ctx context.Context, p *wasm.Plugin) error {
-			if p.Description().Name != name {
-				return fmt.Errorf("the previous version describes itself as %q, not %q", p.Description().Name, name)
-			}
-			return check(ctx, p)
-		})
+		module = bin.Wasm
 	}
-	return nil, noPrevious
+	p, err := reg.Prepare(ctx, module, m.checkFor(name))
+	if err != nil {
+		return nil, err
+	}
+	if d := p.Description(); d.Name != name { // bytes another plugin runs: unchecked
+		reg.Discard(p)
+		return nil, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the previous version describes itself as %q, not %q", d.Name, name)}}
+	}
+	a, err := m.opts.Store.ActivatePlugin(ctx, name, prev, m.opts.Now().UnixMilli())
+	if err != nil {
+		reg.Discard(p)
+		return nil, fmt.Errorf("plugins: activate %s: %w", name, err)
+	}
+	return reg.Commit(p, module, a.Previous, a.PreviousVersion), nil
 }
 
 // List describes the loaded plugins.

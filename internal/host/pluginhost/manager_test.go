@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -392,5 +393,159 @@ func TestRefusedActiveVersionWaitsForAModelChange(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "the refused version to be checked again after a model change", func() bool { return checks.Load() == 2 })
 	if _, ok := m.Registry().Get("ledger"); ok {
 		t.Fatal("a refused version was loaded")
+	}
+}
+
+// flakyStore fails every plugin read and write while down, as a database
+// that cannot be reached does.
+type flakyStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (f *flakyStore) unreachable(op string) error {
+	return fmt.Errorf("sqlite: %s: %w: dial tcp 10.0.0.9:5432: connect: connection refused", op, store.ErrUnavailable)
+}
+
+func (f *flakyStore) SavePluginVersion(ctx context.Context, p *store.PluginBinary) error {
+	if f.down.Load() {
+		return f.unreachable("save plugin")
+	}
+	return f.Store.SavePluginVersion(ctx, p)
+}
+
+func (f *flakyStore) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
+	if f.down.Load() {
+		return nil, f.unreachable("activate plugin")
+	}
+	return f.Store.ActivatePlugin(ctx, name, sha256, now)
+}
+
+func (f *flakyStore) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error) {
+	if f.down.Load() {
+		return nil, f.unreachable("active plugins")
+	}
+	return f.Store.ActivePlugins(ctx)
+}
+
+// previousOf is the previous version m lists for name, "" for none.
+func previousOf(m *pluginhost.Manager, name string) string {
+	for _, i := range m.List() {
+		if i.Name == name && i.Previous != nil {
+			return *i.Previous
+		}
+	}
+	return ""
+}
+
+// serving is the version m serves for name, "" for none.
+func serving(m *pluginhost.Manager, name string) string {
+	if p, ok := m.Registry().Get(name); ok {
+		return p.Description().Version
+	}
+	return ""
+}
+
+// TestFailedStoreWriteLeavesTheRegistryAsItWas: an install or a rollback
+// whose store write fails (the database cannot be reached) returns the
+// store's error, not a refusal, and leaves the versions served and
+// listed as they were. The install swapped its version in first: the
+// process then listed the version never stored as the previous one, and
+// every rollback there asked the store to activate it (not found).
+func TestFailedStoreWriteLeavesTheRegistryAsItWas(t *testing.T) {
+	ctx := t.Context()
+	mods, cacheDir := buildGuests(t, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"},
+		wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=3.0.0"})
+	st := &flakyStore{Store: teststore.Open(t, "sqlite")}
+	m := newManager(t, st, cacheDir, "", nil)
+	installAll(t, m, []string{"ledger", "ledger"}, mods[:2])
+
+	st.down.Store(true)
+	var le *wasm.LoadError
+	if _, err := m.Install(ctx, "ledger", mods[2]); !errors.Is(err, store.ErrUnavailable) || errors.As(err, &le) {
+		t.Fatalf("install with the store down: %v, want store.ErrUnavailable and no refusal", err)
+	}
+	if _, err := m.Rollback(ctx, "ledger"); !errors.Is(err, store.ErrUnavailable) || errors.As(err, &le) {
+		t.Fatalf("rollback with the store down: %v, want store.ErrUnavailable and no refusal", err)
+	}
+	if v, prev := serving(m, "ledger"), previousOf(m, "ledger"); v != "2.0.0" || prev != "1.0.0" {
+		t.Fatalf("after the failures: serving %q, previous %q; want 2.0.0 and 1.0.0 as before", v, prev)
+	}
+
+	st.down.Store(false)
+	p, err := m.Rollback(ctx, "ledger")
+	if err != nil || p.SHA256() != sha256Hex(mods[0]) {
+		t.Fatalf("rollback once the store is back: %v, %v; want the first version", p, err)
+	}
+	active, err := st.ActivePlugins(ctx)
+	if err != nil || len(active) != 1 || active[0].SHA256 != sha256Hex(mods[0]) || active[0].Previous != sha256Hex(mods[1]) {
+		t.Fatalf("active versions %+v, %v; want the first version, the second before it", active, err)
+	}
+	if v, prev := serving(m, "ledger"), previousOf(m, "ledger"); v != "1.0.0" || prev != "2.0.0" {
+		t.Fatalf("after the rollback: serving %q, previous %q; want 1.0.0 and 2.0.0", v, prev)
+	}
+}
+
+// TestPreviousVersionIsTheStores: two processes on one store whose
+// installs overlap (b installs before it has loaded a's) agree with the
+// store on the previous version, and a rollback through either restores
+// it. Each took its own replaced version as the previous one: b rolled
+// back past a's install to the version before both. A process that
+// serves the active version already takes a changed previous one from
+// the store too (an install and a rollback between two of its polls).
+func TestPreviousVersionIsTheStores(t *testing.T) {
+	ctx := t.Context()
+	mods, cacheDir := buildGuests(t, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"},
+		wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=3.0.0"})
+	st := teststore.Open(t, "sqlite")
+	a, b := newManager(t, st, cacheDir, "", nil), newManager(t, st, cacheDir, "", nil)
+	installAll(t, a, []string{"ledger"}, mods[:1])
+	follow := func(m *pluginhost.Manager) {
+		t.Helper()
+		if err := m.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow(b)
+	storePrevious := func() string {
+		t.Helper()
+		active, err := st.ActivePlugins(ctx)
+		if err != nil || len(active) != 1 {
+			t.Fatalf("active versions %+v, %v", active, err)
+		}
+		return active[0].Previous
+	}
+	want := func(step string, m *pluginhost.Manager, version, previous, previousSHA string) {
+		t.Helper()
+		if v, prev := serving(m, "ledger"), previousOf(m, "ledger"); v != version || prev != previous {
+			t.Errorf("%s: serving %q, previous %q; want %q, %q", step, v, prev, version, previous)
+		}
+		if sp := storePrevious(); sp != previousSHA {
+			t.Errorf("%s: the store's previous version is %.12s, want %.12s", step, sp, previousSHA)
+		}
+	}
+
+	// Overlapping installs: b has not loaded a's version when it installs.
+	installAll(t, a, []string{"ledger"}, mods[1:2])
+	installAll(t, b, []string{"ledger"}, mods[2:3])
+	want("b after the overlapping installs", b, "3.0.0", "2.0.0", sha256Hex(mods[1]))
+	follow(a)
+	want("a once it loaded b's version", a, "3.0.0", "2.0.0", sha256Hex(mods[1]))
+	if p, err := b.Rollback(ctx, "ledger"); err != nil || p.SHA256() != sha256Hex(mods[1]) {
+		t.Fatalf("rollback through b: %v, %v; want 2.0.0, the store's previous version", p, err)
+	}
+	follow(a)
+	want("a after b's rollback", a, "2.0.0", "3.0.0", sha256Hex(mods[2]))
+
+	// b installs and rolls back between two of a's polls: a serves the
+	// active version already, and takes the new previous one.
+	installAll(t, b, []string{"ledger"}, mods[:1])
+	if _, err := b.Rollback(ctx, "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	follow(a)
+	want("a after b's install and rollback", a, "2.0.0", "1.0.0", sha256Hex(mods[0]))
+	if p, err := a.Rollback(ctx, "ledger"); err != nil || p.SHA256() != sha256Hex(mods[0]) {
+		t.Fatalf("rollback through a: %v, %v; want 1.0.0, the store's previous version", p, err)
 	}
 }

@@ -439,10 +439,13 @@ type PluginBinary struct {
 
 // ActivePlugin says which version of a plugin every process should run.
 type ActivePlugin struct {
-	Name      string
-	SHA256    string
-	Previous  string // the version active before, "" when none
-	UpdatedAt int64
+	Name     string
+	SHA256   string
+	Previous string // the version active before, "" when none
+	// PreviousVersion is Previous's own version string (describe), so
+	// that a process can name it without reading its binary.
+	PreviousVersion string
+	UpdatedAt       int64
 }
 
 // PluginStore keeps plugin binaries, so every gateway process sharing a
@@ -454,8 +457,9 @@ type PluginStore interface {
 	// GetPluginVersion returns one stored binary or ErrNotFound.
 	GetPluginVersion(ctx context.Context, name, sha256 string) (*PluginBinary, error)
 	// ActivatePlugin makes a stored version the active one (the version
-	// active before becomes Previous). ErrNotFound when that version is
-	// not stored.
+	// active before becomes Previous) and returns the row as stored: what
+	// a process that applies the change takes as its previous version.
+	// ErrNotFound when that version is not stored.
 	ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*ActivePlugin, error)
 	// ActivePlugins lists the active version of every plugin, by name.
 	ActivePlugins(ctx context.Context) ([]ActivePlugin, error)

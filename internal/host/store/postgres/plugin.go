@@ -37,7 +37,7 @@ func (s *Store) GetPluginVersion(ctx context.Context, name, sha256 string) (*sto
 // always the version that was really active before.
 func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
 	a := &store.ActivePlugin{Name: name, SHA256: sha256, UpdatedAt: now}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The row lock below cannot serialise the first activation of a
 		// plugin (there is no row yet), so take a per-name advisory lock.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('factline.plugin_active:' || $1, 0))`, name); err != nil {
@@ -47,18 +47,22 @@ func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int
 		if err := tx.QueryRow(ctx, `SELECT 1 FROM plugin_versions WHERE name = $1 AND sha256 = $2`, name, sha256).Scan(&one); err != nil {
 			return interpretError(err)
 		}
-		var cur, prev string
+		var cur, curVersion, prev, prevVersion string
 		var updated int64
-		err := tx.QueryRow(ctx, `SELECT sha256, previous, updated_at FROM plugin_active WHERE name = $1 FOR UPDATE`, name).Scan(&cur, &prev, &updated)
+		err := tx.QueryRow(ctx, `SELECT a.sha256, COALESCE(c.version, ''), a.previous, COALESCE(p.version, ''), a.updated_at
+FROM plugin_active a
+LEFT JOIN plugin_versions c ON c.name = a.name AND c.sha256 = a.sha256
+LEFT JOIN plugin_versions p ON p.name = a.name AND p.sha256 = a.previous
+WHERE a.name = $1 FOR UPDATE OF a`, name).Scan(&cur, &curVersion, &prev, &prevVersion, &updated)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
 		case cur == sha256:
-			a.Previous, a.UpdatedAt = prev, updated
+			a.Previous, a.PreviousVersion, a.UpdatedAt = prev, prevVersion, updated
 			return nil
 		default:
-			a.Previous = cur
+			a.Previous, a.PreviousVersion = cur, curVersion
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO plugin_active (name, sha256, previous, updated_at) VALUES ($1, $2, $3, $4)
 ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, previous = excluded.previous, updated_at = excluded.updated_at`,
@@ -73,7 +77,9 @@ ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, previous = excluded.p
 
 // ActivePlugins lists the active version of every plugin, by name.
 func (s *Store) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, sha256, previous, updated_at FROM plugin_active ORDER BY name`)
+	rows, err := s.pool.Query(ctx, `SELECT a.name, a.sha256, a.previous, COALESCE(p.version, ''), a.updated_at
+FROM plugin_active a LEFT JOIN plugin_versions p ON p.name = a.name AND p.sha256 = a.previous
+ORDER BY a.name`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: active plugins: %w", err)
 	}
@@ -81,10 +87,13 @@ func (s *Store) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error)
 	var out []store.ActivePlugin
 	for rows.Next() {
 		var a store.ActivePlugin
-		if err := rows.Scan(&a.Name, &a.SHA256, &a.Previous, &a.UpdatedAt); err != nil {
+		if err := rows.Scan(&a.Name, &a.SHA256, &a.Previous, &a.PreviousVersion, &a.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("postgres: active plugins: %w", err)
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: active plugins: %w", err)
+	}
+	return out, nil
 }

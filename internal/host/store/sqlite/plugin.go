@@ -42,17 +42,23 @@ func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM plugin_versions WHERE name = ? AND sha256 = ?`, name, sha256).Scan(&one); err != nil {
 			return interpretError(err)
 		}
-		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT sha256 FROM plugin_active WHERE name = ?`, name).Scan(&cur)
+		var cur, curVersion, prev, prevVersion string
+		var updated int64
+		err := tx.QueryRowContext(ctx, `SELECT a.sha256, COALESCE(c.version, ''), a.previous, COALESCE(p.version, ''), a.updated_at
+FROM plugin_active a
+LEFT JOIN plugin_versions c ON c.name = a.name AND c.sha256 = a.sha256
+LEFT JOIN plugin_versions p ON p.name = a.name AND p.sha256 = a.previous
+WHERE a.name = ?`, name).Scan(&cur, &curVersion, &prev, &prevVersion, &updated)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
 		case cur == sha256:
 			// Re-activating the active version keeps its history.
-			return tx.QueryRowContext(ctx, `SELECT previous, updated_at FROM plugin_active WHERE name = ?`, name).Scan(&a.Previous, &a.UpdatedAt)
+			a.Previous, a.PreviousVersion, a.UpdatedAt = prev, prevVersion, updated
+			return nil
 		default:
-			a.Previous = cur
+			a.Previous, a.PreviousVersion = cur, curVersion
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO plugin_active (name, sha256, previous, updated_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, previous = excluded.previous, updated_at = excluded.updated_at`,
@@ -67,7 +73,9 @@ ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, previous = excluded.p
 
 // ActivePlugins lists the active version of every plugin, by name.
 func (s *Store) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name, sha256, previous, updated_at FROM plugin_active ORDER BY name`)
+	rows, err := s.r.QueryContext(ctx, `SELECT a.name, a.sha256, a.previous, COALESCE(p.version, ''), a.updated_at
+FROM plugin_active a LEFT JOIN plugin_versions p ON p.name = a.name AND p.sha256 = a.previous
+ORDER BY a.name`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: active plugins: %w", err)
 	}
@@ -75,7 +83,7 @@ func (s *Store) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error)
 	var out []store.ActivePlugin
 	for rows.Next() {
 		var a store.ActivePlugin
-		if err := rows.Scan(&a.Name, &a.SHA256, &a.Previous, &a.UpdatedAt); err != nil {
+		if err := rows.Scan(&a.Name, &a.SHA256, &a.Previous, &a.PreviousVersion, &a.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("sqlite: active plugins: %w", err)
 		}
 		out = append(out, a)

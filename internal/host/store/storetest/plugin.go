@@ -38,23 +38,25 @@ func testPluginSaveActivate(t *testing.T, open Factory) {
 
 	a, err := s.ActivatePlugin(ctx, "account", "aaa", 100)
 	noErr(t, err, "activate v1")
-	if a.SHA256 != "aaa" || a.Previous != "" {
+	if a.SHA256 != "aaa" || a.Previous != "" || a.PreviousVersion != "" {
 		t.Fatalf("first activation: %+v", a)
 	}
 	a, err = s.ActivatePlugin(ctx, "account", "bbb", 200)
 	noErr(t, err, "activate v2")
-	if a.Previous != "aaa" || a.UpdatedAt != 200 {
+	// The row names the previous version's own version string, so that
+	// a process can list it without reading its binary.
+	if a.Previous != "aaa" || a.PreviousVersion != "1.0.0" || a.UpdatedAt != 200 {
 		t.Fatalf("second activation: %+v", a)
 	}
 	a, err = s.ActivatePlugin(ctx, "account", "bbb", 300)
 	noErr(t, err, "re-activate v2")
-	if a.Previous != "aaa" {
+	if a.Previous != "aaa" || a.PreviousVersion != "1.0.0" {
 		t.Fatalf("re-activating the active version lost its history: %+v", a)
 	}
 	// Rollback is activating the previous version.
 	a, err = s.ActivatePlugin(ctx, "account", a.Previous, 400)
 	noErr(t, err, "rollback")
-	if a.SHA256 != "aaa" || a.Previous != "bbb" {
+	if a.SHA256 != "aaa" || a.Previous != "bbb" || a.PreviousVersion != "1.1.0" {
 		t.Fatalf("rollback: %+v", a)
 	}
 	noErr(t, s.SavePluginVersion(ctx, &store.PluginBinary{Name: "asset", SHA256: "ccc", Version: "0.1.0", Wasm: []byte{0}, CreatedAt: 1}), "save asset")
@@ -62,7 +64,8 @@ func testPluginSaveActivate(t *testing.T, open Factory) {
 	noErr(t, err, "activate asset")
 	all, err := s.ActivePlugins(ctx)
 	noErr(t, err, "ActivePlugins")
-	if len(all) != 2 || all[0].Name != "account" || all[0].SHA256 != "aaa" || all[1].Name != "asset" {
+	if len(all) != 2 || all[0].Name != "account" || all[0].SHA256 != "aaa" || all[0].Previous != "bbb" || all[0].PreviousVersion != "1.1.0" ||
+		all[1].Name != "asset" || all[1].Previous != "" || all[1].PreviousVersion != "" {
 		t.Fatalf("ActivePlugins: %+v", all)
 	}
 	// A version of one plugin cannot be activated under another name.
