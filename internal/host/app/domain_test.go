@@ -627,20 +627,11 @@ func TestRemovedTypeStoredMeanwhileIsRestored(t *testing.T) {
 func TestTypeNotAppliedYetIsRetried(t *testing.T) {
 	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
-	ctx := context.Background()
 	saw503 := false
 	var typ string
 	for i := 0; i < 5 && !saw503; i++ {
 		typ = fmt.Sprintf("gizmo%d", i)
-		stored, err := l.a.Store.ListDomainLayers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		layer := &store.DomainLayer{Name: typ, Source: []byte("name: " + typ + "\nversion: \"1\"\nentities:\n  " + typ + ":\n    ledger: builtin\n    fields: {}\n    facts: [made]\n"), UpdatedAt: time.Now().UnixMilli()}
-		layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
-		if err := l.a.Store.PutDomainLayer(ctx, layer, store.LayersDigest(stored)); err != nil {
-			t.Fatal(err)
-		}
+		storeLayer(t, l, typ, "name: "+typ+"\nversion: \"1\"\nentities:\n  "+typ+":\n    ledger: builtin\n    fields: {}\n    facts: [made]\n")
 		code, header, body := l.callHeader("POST", "/v1/entities", l.key, map[string]any{"type": typ, "id": "g1"})
 		switch {
 		case code == 503 && header.Get("Retry-After") != "":
@@ -671,7 +662,6 @@ func TestTypeNotAppliedYetIsRetried(t *testing.T) {
 func TestRouteNotAppliedYetIsRetried(t *testing.T) {
 	t.Parallel()
 	l := startLive(t, "sqlite", t.TempDir())
-	ctx := context.Background()
 	code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "account", "id": "r1", "name": "R", "status": "active", "subtype": "customer"})
 	if code != 201 {
 		t.Fatalf("create: %d %v", code, body)
@@ -681,15 +671,7 @@ func TestRouteNotAppliedYetIsRetried(t *testing.T) {
 	for i := 0; i < 5 && !saw503; i++ {
 		name := fmt.Sprintf("route%d", i)
 		path = "/api/" + name + "/r1"
-		stored, err := l.a.Store.ListDomainLayers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		layer := &store.DomainLayer{Name: name, Source: []byte("name: " + name + "\nversion: \"1\"\nroutes:\n  - {path: /api/" + name + "/:id, method: GET, entity: account, action: get}\n"), UpdatedAt: time.Now().UnixMilli()}
-		layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
-		if err := l.a.Store.PutDomainLayer(ctx, layer, store.LayersDigest(stored)); err != nil {
-			t.Fatal(err)
-		}
+		storeLayer(t, l, name, "name: "+name+"\nversion: \"1\"\nroutes:\n  - {path: /api/"+name+"/:id, method: GET, entity: account, action: get}\n")
 		code, header, body := l.callHeader("GET", path, l.key, nil)
 		switch {
 		case code == 503 && header.Get("Retry-After") != "":
@@ -711,5 +693,21 @@ func TestRouteNotAppliedYetIsRetried(t *testing.T) {
 	})
 	if code, body := l.call("GET", "/api/nothing/r1", l.key, nil); code != 404 {
 		t.Fatalf("a route no manifest declares: %d %v", code, body)
+	}
+}
+
+// storeLayer stores a domain manifest straight into the store, as another
+// process would, without this process applying it.
+func storeLayer(t *testing.T, l *live, name, source string) {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := l.a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := &store.DomainLayer{Name: name, Source: []byte(source), UpdatedAt: time.Now().UnixMilli()}
+	layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
+	if err := l.a.Store.PutDomainLayer(ctx, layer, store.LayersDigest(stored)); err != nil {
+		t.Fatal(err)
 	}
 }
