@@ -248,11 +248,19 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 		var notice string
+		var sendable bool
 		run(t, signIn(operator), chromedp.WaitVisible("#plugins", chromedp.ByID),
 			upload(ledgerV1, "1.0.0"), upload(ledgerV2, "2.0.0"), shot("plugins-uploaded"),
+			// The browser sends the roll back only with its box ticked.
+			chromedp.Evaluate(`document.querySelector('`+row("2.0.0")+` button.rollback').form.checkValidity()`, &sendable),
+			chromedp.Click(row("2.0.0")+` input.confirm-rollback`, chromedp.ByQuery),
 			chromedp.Click(row("2.0.0")+` button.rollback`, chromedp.ByQuery),
 			chromedp.WaitVisible(row("1.0.0"), chromedp.ByQuery), text("#notice", &notice), shot("plugins-rolled-back"))
-		if !strings.Contains(notice, "rolled back") {
+		if sendable {
+			t.Error("the roll back form could be sent without its confirmation box ticked")
+		}
+		// Two builds may carry one version: the notice names the build.
+		if !strings.Contains(notice, "rolled back to 1.0.0 (SHA-256 ") {
 			t.Errorf("notice after roll back %q", notice)
 		}
 		// Uploading the bytes that serve changes nothing, and says so.

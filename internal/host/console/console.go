@@ -182,17 +182,21 @@ func (c *Console) auth(write bool, h handler) fiber.Handler {
 		defer cancel()
 		s, err := c.load(ctx, fc.Cookies(CookieName))
 		if errors.Is(err, errNoSession) {
+			// A cookie that opens no session: it expired, was signed out
+			// or its key revoked; the sign-in page says so.
+			ended := fc.Cookies(CookieName) != ""
 			c.clearCookie(fc)
-			// A browser reading a page is sent to the sign-in page; any
-			// other client gets the refusal as problem+json.
+			// A browser reading a page is sent to the sign-in page, which
+			// leads back to it; any other client gets the refusal as
+			// problem+json.
 			if !write && gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
-				return fc.Redirect(Prefix+"/sign-in", fiber.StatusSeeOther)
+				return fc.Redirect(signInURL(fc.OriginalURL(), ended), fiber.StatusSeeOther)
 			}
 			// A page a navigation link loads in place (htmx, Accept */*)
 			// is a page read too: htmx follows HX-Redirect whatever the
 			// status.
 			if !write && fc.Get("HX-Request") == "true" {
-				fc.Set("HX-Redirect", Prefix+"/sign-in")
+				fc.Set("HX-Redirect", signInURL(fc.OriginalURL(), ended))
 			}
 			return problem.New(problem.Unauthorized, "Sign in to the console first")
 		}
@@ -376,11 +380,75 @@ func (c *Console) ProblemPage(fc *fiber.Ctx, p problem.Body) error {
 	return c.render(fc, s, p.Status, "message", map[string]any{"signIn": p.Status == fiber.StatusUnauthorized}, perr)
 }
 
+// signInURL is the sign-in page that leads back to the page asked for
+// (next) and, when a session ended, says so.
+func signInURL(next string, ended bool) string {
+	q := url.Values{}
+	if localPath(next) != "" && next != Prefix+"/" {
+		q.Set("next", next)
+	}
+	if ended {
+		q.Set("ended", "1")
+	}
+	if len(q) == 0 {
+		return Prefix + "/sign-in"
+	}
+	return Prefix + "/sign-in?" + q.Encode()
+}
+
+// localPath returns next if it is a console page of this origin to go to
+// after signing in, else "": no other host, scheme or path (no open
+// redirect), nothing a browser reads as another host ("//", "\").
+func localPath(next string) string {
+	if len(next) > 2048 || !strings.HasPrefix(next, Prefix+"/") || strings.ContainsAny(next, "\\") ||
+		strings.Contains(next, "//") || strings.HasPrefix(next, Prefix+"/sign-") {
+		return ""
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f {
+			return ""
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, Prefix+"/") ||
+		strings.Contains(u.Path, "/../") || strings.HasSuffix(u.Path, "/..") {
+		return ""
+	}
+	return next
+}
+
+// signInData is what the sign-in page shows besides the form.
+func signInData(fc *fiber.Ctx) map[string]any {
+	return map[string]any{"next": localPath(fc.FormValue("next", fc.Query("next"))), "ended": fc.Query("ended") == "1"}
+}
+
 func (c *Console) signInPage(fc *fiber.Ctx) error {
-	return c.render(fc, nil, fiber.StatusOK, "sign-in", nil, nil)
+	return c.render(fc, nil, fiber.StatusOK, "sign-in", signInData(fc), nil)
+}
+
+// crossOrigin holds the sign-in form to its own origin (net/http's checks:
+// Sec-Fetch-Site when the browser sends it, else Origin against Host; a
+// client that sends neither, such as curl, passes).
+var crossOrigin = http.NewCrossOriginProtection()
+
+// sameOrigin reports whether a sign-in POST came from the console's own
+// pages. A page of another site posting its own key would otherwise sign
+// the victim's browser into the attacker's tenant (login CSRF), where
+// what the victim then does is the attacker's to read.
+func sameOrigin(fc *fiber.Ctx) bool {
+	h := http.Header{}
+	for _, k := range []string{"Origin", "Sec-Fetch-Site"} {
+		if v := fc.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	return crossOrigin.Check(&http.Request{Method: http.MethodPost, Host: string(fc.Request().Host()), Header: h}) == nil
 }
 
 func (c *Console) signIn(fc *fiber.Ctx) error {
+	if !sameOrigin(fc) {
+		return problem.New(problem.Forbidden, "Sign in from the console's own sign-in page: this form came from another site")
+	}
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	key := strings.TrimSpace(fc.FormValue("key"))
@@ -391,7 +459,7 @@ func (c *Console) signIn(fc *fiber.Ctx) error {
 		if !gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
 			return problem.New(problem.Unauthorized, "Invalid or missing API key")
 		}
-		return c.render(fc, nil, fiber.StatusUnauthorized, "sign-in", nil,
+		return c.render(fc, nil, fiber.StatusUnauthorized, "sign-in", signInData(fc),
 			&apiError{Status: 401, Title: "Unauthorized", Detail: "Invalid or missing API key"})
 	}
 	if err != nil {
@@ -399,6 +467,9 @@ func (c *Console) signIn(fc *fiber.Ctx) error {
 	}
 	c.setCookie(fc, token, s.expires)
 	c.purge(ctx)
+	if next := localPath(fc.FormValue("next")); next != "" {
+		return fc.Redirect(next, fiber.StatusSeeOther)
+	}
 	return fc.Redirect(Prefix+"/", fiber.StatusSeeOther)
 }
 
@@ -479,8 +550,25 @@ func (c *Console) rollbackPlugin(fc *fiber.Ctx, s *session) error {
 	ctx, cancel := reqCtx(fc)
 	defer cancel()
 	name := gateway.Param(fc, "name")
-	err := c.call(ctx, s, http.MethodPost, "/v1/admin/plugins/"+url.PathEscape(name)+"/rollback", "", nil, nil)
-	return c.done(fc, s, "/plugins", "Plugin "+name+" rolled back", err)
+	if !confirmed(fc) {
+		return c.unconfirmed(fc, s, "Tick the box to confirm rolling plugin "+name+" back: the previous build serves every call from then on")
+	}
+	var info struct {
+		Version string `json:"version"`
+		SHA256  string `json:"sha256"`
+	}
+	err := c.call(ctx, s, http.MethodPost, "/v1/admin/plugins/"+url.PathEscape(name)+"/rollback", "", nil, &info)
+	// Two builds may carry one version: the notice names the build by
+	// its digest too.
+	return c.done(fc, s, "/plugins", "Plugin "+name+" rolled back to "+info.Version+" (SHA-256 "+shortSHA(info.SHA256)+")", err)
+}
+
+// shortSHA is a digest's first 12 hex digits, as the plugins view shows.
+func shortSHA(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
 }
 
 func (c *Console) deadLettersPage(fc *fiber.Ctx, s *session) error {
@@ -542,7 +630,24 @@ func (c *Console) rotateSecret(fc *fiber.Ctx, s *session) error {
 		return c.done(fc, s, "/webhooks", "", err)
 	}
 	// The new secret is shown once, on the page the redirect leads to.
-	return c.reveal(fc, s, "secret", out)
+	return c.reveal(fc, s, "secret", rotationReveal(out))
+}
+
+// rotationReveal keeps of a rotation's answer what its page shows. The
+// configs still using the previous secret travel as a count: a secret
+// shared by 100 configs made a cookie of 6 KB, which browsers drop (and
+// the listener refuses), losing the new secret. The page lists them from
+// the store (usedBy).
+func rotationReveal(out map[string]any) map[string]any {
+	data := map[string]any{"secret": out["secret"], "secret_ref": out["secret_ref"],
+		"previous_secret_ref": out["previous_secret_ref"], "previous_secret_expires_at": out["previous_secret_expires_at"]}
+	if cfg, ok := out["config"].(map[string]any); ok {
+		data["config_id"] = cfg["id"]
+	}
+	if ids, ok := out["previous_secret_used_by"].([]any); ok {
+		data["used_by_count"] = len(ids)
+	}
+	return data
 }
 
 func (c *Console) resume(fc *fiber.Ctx, s *session) error {

@@ -275,7 +275,7 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 	// other client gets the 401 as problem+json.
 	for _, path := range []string{"/console/", "/console/webhooks", "/console/plugins"} {
 		resp := send("GET", path, "", browser, nil)
-		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != signInLocation(path, false) {
 			t.Errorf("browser, %s without a session: %d to %q, want 303 to sign in", path, resp.StatusCode, resp.Header.Get("Location"))
 		}
 		resp = send("GET", path, "", "application/json", nil)
@@ -293,7 +293,7 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 401 || resp.Header.Get("HX-Redirect") != "/console/sign-in" {
+	if resp.StatusCode != 401 || resp.Header.Get("HX-Redirect") != signInLocation("/console/deliveries", false) {
 		t.Errorf("htmx navigation without a session: %d, HX-Redirect %q, want a 401 sending it to sign in", resp.StatusCode, resp.Header.Get("HX-Redirect"))
 	}
 	// Outside the console a browser still gets problem+json.
@@ -314,7 +314,7 @@ func TestSignOutEndsSession(t *testing.T) {
 	if c := sessionCookie(t, resp); c.Value != "" {
 		t.Errorf("sign out left the cookie %q", c.Value)
 	}
-	if resp := browse(t, a, "/console/webhooks", cookie); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+	if resp := browse(t, a, "/console/webhooks", cookie); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != signInLocation("/console/webhooks", true) {
 		t.Fatalf("the old cookie after sign out: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
@@ -329,7 +329,7 @@ func TestRevokedKeyEndsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp := browse(t, a, "/console/webhooks", cookie)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/sign-in" {
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != signInLocation("/console/webhooks", true) {
 		t.Fatalf("a session of a revoked key: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	if _, err := a.Store.GetSession(context.Background(), "", 0); err == nil {

@@ -1,8 +1,11 @@
 package console
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -60,6 +63,11 @@ func (c *Console) revealPage(fc *fiber.Ctx, s *session) error {
 			HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode, Secure: fc.Protocol() == "https"})
 	}
 	if r, ok := c.openReveal(s, raw); ok {
+		if n, _ := r.Data["used_by_count"].(float64); r.Page == "secret" && n > 0 {
+			ctx, cancel := reqCtx(fc)
+			defer cancel()
+			r.Data["previous_secret_used_by"] = c.usedBy(ctx, s, str(r.Data["previous_secret_ref"]), str(r.Data["config_id"]))
+		}
 		return c.render(fc, s, fiber.StatusOK, r.Page, r.Data, nil)
 	}
 	return c.render(fc, s, fiber.StatusGone, "message", nil, &apiError{Status: fiber.StatusGone, Title: "Gone",
@@ -83,4 +91,44 @@ func (c *Console) openReveal(s *session, raw string) (revealed, bool) {
 		return r, true
 	}
 	return r, false
+}
+
+// usedByPages bounds the listing of configs that share a secret: 2,000
+// configs; the page says how many there are in any case.
+const usedByPages = 10
+
+// usedBy lists the tenant's active webhook configs, but the one rotated,
+// whose secret reference is ref: the configs a rotation left on the
+// previous secret, read when its page is shown (the reveal cookie carries
+// only their count). A failed read lists none; the count still shows.
+func (c *Console) usedBy(ctx context.Context, s *session, ref, except string) []string {
+	var ids []string
+	cursor := ""
+	for range usedByPages {
+		q := url.Values{"type": {"webhook"}, "status": {"active"}, "limit": {"200"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var out struct {
+			Items []struct {
+				ID       string `json:"id"`
+				Settings struct {
+					SecretRef string `json:"secret_ref"`
+				} `json:"settings"`
+			} `json:"items"`
+			Cursor string `json:"cursor"`
+		}
+		if err := c.call(ctx, s, http.MethodGet, "/v1/configs?"+q.Encode(), "", nil, &out); err != nil {
+			return ids
+		}
+		for _, it := range out.Items {
+			if ref != "" && it.Settings.SecretRef == ref && it.ID != except {
+				ids = append(ids, it.ID)
+			}
+		}
+		if cursor = out.Cursor; cursor == "" {
+			break
+		}
+	}
+	return ids
 }

@@ -13,6 +13,18 @@
     var xs = u.data[0];
     return xs && xs.length === 1 ? [xs[0] - 3600, xs[0] + 3600] : [min, max];
   }
+  // A group's legend label, each field and value isolated (U+2068 ...
+  // U+2069, as <bdi> in the table): a right-to-left override in one value
+  // reordered the rest of the label.
+  function legend(g) {
+    var o;
+    try { o = JSON.parse(g); } catch (e) { return "\u2068" + g + "\u2069"; }
+    if (o === null || typeof o !== "object" || Array.isArray(o)) return "\u2068" + g + "\u2069";
+    return Object.keys(o).map(function (k) {
+      var v = typeof o[k] === "string" ? o[k] : JSON.stringify(o[k]);
+      return "\u2068" + k + "\u2069: \u2068" + v + "\u2069";
+    }).join(", ");
+  }
   function draw() {
     var box = document.getElementById("chart");
     var table = document.getElementById("chart-data");
@@ -51,7 +63,7 @@
     });
     var colours = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"];
     var series = [{}].concat(groups.map(function (g, i) {
-      return { label: g || metric, stroke: colours[i % colours.length], width: 2, points: { show: true } };
+      return { label: g ? legend(g) : metric, stroke: colours[i % colours.length], width: 2, points: { show: true } };
     }));
     box.textContent = "";
     new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } }, tzDate: utc,

@@ -26,6 +26,46 @@
     // Forms of a restored page can be sent again.
     document.querySelectorAll("form[data-sent]").forEach(function (f) { delete f.dataset.sent; });
   });
+  // A view loaded in place (htmx) shows that it is on its way, and says
+  // so when the server cannot be reached or does not answer: a click
+  // must not leave the screen unchanged.
+  var busy = 0;
+  function setBusy(on) {
+    busy = Math.max(0, busy + (on ? 1 : -1));
+    document.documentElement.classList.toggle("loading", busy > 0);
+    var el = document.getElementById("busy");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "busy";
+      el.setAttribute("role", "status");
+      el.textContent = "Loading…";
+      document.documentElement.appendChild(el);
+    }
+    el.hidden = busy === 0;
+  }
+  function netError(text) {
+    var old = document.getElementById("net-error");
+    if (old) old.remove();
+    var box = document.createElement("div");
+    box.id = "net-error";
+    box.className = "problem";
+    box.setAttribute("role", "alert");
+    box.textContent = text;
+    var main = document.querySelector("main") || document.body;
+    main.insertBefore(box, main.firstChild);
+  }
+  document.addEventListener("htmx:beforeRequest", function () {
+    var old = document.getElementById("net-error");
+    if (old) old.remove();
+    setBusy(true);
+  });
+  document.addEventListener("htmx:afterRequest", function () { setBusy(false); });
+  document.addEventListener("htmx:sendError", function () {
+    netError("The console could not be reached: the server is down or the network is out. Nothing changed; try again.");
+  });
+  document.addEventListener("htmx:timeout", function () {
+    netError("The console did not answer in time. Nothing changed; try again, or reload the page.");
+  });
   window.addEventListener("pagehide", function () {
     document.querySelectorAll("[data-secret]").forEach(function (el) { el.textContent = ""; });
   });
