@@ -211,13 +211,15 @@ type App struct {
 	// version this process had not loaded yet is tried again once the
 	// loaded versions change.
 	refusedWith string
-	// layersSeen is layersHash for readers without reloadMu (modelBehind);
-	// behind caches the stored manifests' digest modelBehind read.
-	layersSeen atomic.Pointer[string]
+	// layersSeen is the set layersHash identifies, for readers without
+	// reloadMu (modelBehind); behind caches the stored set modelBehind
+	// read last.
+	layersSeen atomic.Pointer[layerSet]
 	behind     struct {
 		sync.Mutex
-		at     time.Time
-		stored string
+		at      time.Time
+		stored  *layerSet
+		reading bool // a read of the store is under way
 	}
 	// files are the --domain and --manifest files being served, as read
 	// when last accepted; reloadMu guards them.
@@ -307,7 +309,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if domain, gw, err = a.buildModel(a.files, stored); err != nil {
 		return nil, fmt.Errorf("manifests:\n%w", err)
 	}
-	a.setLayersHash(store.LayersDigest(stored))
+	a.setLayersHash(stored)
 	a.served.Store(&servedModel{domain: domain, routes: gw})
 	limiter, limiterParts, err := newLimiter(ctx, cfg)
 	if err != nil {
@@ -319,7 +321,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.Platform, err = platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledgers, Logger: cfg.Logger, ModelBehind: a.modelBehind}); err != nil {
+	if a.Platform, err = platform.New(platform.Options{Store: st, Domain: domain, Ledgers: ledgers, Logger: cfg.Logger, ModelBehind: a.modelBehind, RoutesBehind: a.routesBehind}); err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.Platform.Close)

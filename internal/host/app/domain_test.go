@@ -694,6 +694,19 @@ func TestRouteNotAppliedYetIsRetried(t *testing.T) {
 	if code, body := l.call("GET", "/api/nothing/r1", l.key, nil); code != 404 {
 		t.Fatalf("a route no manifest declares: %d %v", code, body)
 	}
+	// A removal adds no route: until it is applied here, a path no route
+	// serves stays a 404 (the removed route itself still serves).
+	ctx := context.Background()
+	stored, err := l.a.Store.ListDomainLayers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.a.Store.DeleteDomainLayer(ctx, "route0", store.LayersDigest(stored)); err != nil {
+		t.Fatal(err)
+	}
+	if code, header, body := l.callHeader("GET", "/api/nothing/r1", l.key, nil); code != 404 {
+		t.Fatalf("a path no route serves while a removal is not applied: %d %v %v", code, header, body)
+	}
 }
 
 // storeLayer stores a domain manifest straight into the store, as another

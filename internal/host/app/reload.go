@@ -192,7 +192,7 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 		routes = gw
 	}
 	a.served.Store(&servedModel{domain: next, routes: routes})
-	a.setLayersHash(store.LayersDigest(stored))
+	a.setLayersHash(stored)
 	a.refusedWith = ""
 	a.Subscriptions.Set(next.Subscriptions)
 	// Plugin versions refused against the old model may fit this one.
@@ -229,7 +229,7 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 				// Tried again when the stored set or the loaded plugin
 				// versions change: a manifest installed after its plugin
 				// can be read here before the plugin is loaded.
-				a.setLayersHash(h)
+				a.setLayersHash(stored)
 				a.refusedWith = plugins
 			} else {
 				a.cfg.Logger.Info("stored domain manifests applied", "count", len(stored), "entity_types", len(a.Platform.Domain().Entities))
@@ -239,36 +239,87 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 	}
 }
 
+// layerSet is a set of stored domain manifests: their digest
+// (store.LayersDigest) and each one's SHA-256 by name.
+type layerSet struct {
+	digest string
+	sha    map[string]string
+}
+
+func newLayerSet(layers []store.DomainLayer) *layerSet {
+	ls := &layerSet{digest: store.LayersDigest(layers), sha: make(map[string]string, len(layers))}
+	for _, l := range layers {
+		ls.sha[l.Name] = l.SHA256
+	}
+	return ls
+}
+
+// adds reports whether s holds a manifest other does not, or another
+// version of one: a change that may add routes (a removal adds none).
+func (s *layerSet) adds(other *layerSet) bool {
+	for name, sha := range s.sha {
+		if other.sha[name] != sha {
+			return true
+		}
+	}
+	return false
+}
+
 // setLayersHash records the stored manifests served, or last refused;
 // reloadMu is held.
-func (a *App) setLayersHash(h string) {
-	a.layersHash = h
-	a.layersSeen.Store(&h)
+func (a *App) setLayersHash(stored []store.DomainLayer) {
+	ls := newLayerSet(stored)
+	a.layersHash = ls.digest
+	a.layersSeen.Store(ls)
 }
 
 // modelBehind reports whether the stored domain manifests changed since
 // this process last read them: an entity type unknown here may then be
-// one it is about to serve. Asked only for unknown entity types; the
-// store is read at most twice a second while this process is not behind.
+// one it is about to serve. Asked only for unknown entity types.
 func (a *App) modelBehind() bool {
+	seen, stored := a.storedLayers()
+	return stored != nil && stored.digest != seen.digest
+}
+
+// routesBehind reports whether the stored domain manifests hold one this
+// process has not read, or another version of one: a path no route serves
+// may then be one a manifest adds. Asked only for such paths.
+func (a *App) routesBehind() bool {
+	seen, stored := a.storedLayers()
+	return stored != nil && stored.adds(seen)
+}
+
+// storedLayers returns the manifests this process last read and those
+// stored (nil when unknown). The store is read at most twice a second
+// while the two match, and again at each question while they differ,
+// since this process may have applied the change since; one question
+// reads at a time, and the others meanwhile take the last answer, so a
+// slow store holds up no caller behind another's read.
+func (a *App) storedLayers() (seen, stored *layerSet) {
+	seen = a.layersSeen.Load()
+	if seen == nil {
+		return nil, nil
+	}
+	a.behind.Lock()
+	cached := a.behind.stored
+	fresh := cached != nil && cached.digest == seen.digest && time.Since(a.behind.at) < 500*time.Millisecond
+	if fresh || a.behind.reading {
+		a.behind.Unlock()
+		return seen, cached
+	}
+	a.behind.reading = true
+	a.behind.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	layers, err := a.Store.ListDomainLayers(ctx)
+	cancel()
 	a.behind.Lock()
 	defer a.behind.Unlock()
-	seen := a.layersSeen.Load()
-	if seen == nil {
-		return false
+	a.behind.reading = false
+	if err != nil {
+		return seen, nil
 	}
-	// A fresh read that matched is trusted; one that did not is read
-	// again, since this process may have applied the change since.
-	if time.Since(a.behind.at) >= 500*time.Millisecond || a.behind.stored != *seen {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		stored, err := a.Store.ListDomainLayers(ctx)
-		if err != nil {
-			return false
-		}
-		a.behind.at, a.behind.stored = time.Now(), store.LayersDigest(stored)
-	}
-	return a.behind.stored != *seen
+	a.behind.at, a.behind.stored = time.Now(), newLayerSet(layers)
+	return seen, a.behind.stored
 }
 
 // loadedPlugins identifies the plugin versions loaded here and those

@@ -129,6 +129,11 @@ func (d *Domain) EntityTypeNames() []string {
 	return names
 }
 
+// MaxTypeName bounds entity and fact type names: the stores keep them in
+// their indexes beside the tenant, the id and an index slot's value, and
+// an index entry has a size limit (about 2.7 KB on Postgres).
+const MaxTypeName = 64
+
 var (
 	identRe   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	patternRe = regexp.MustCompile(`^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$`)
@@ -208,8 +213,11 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 		}
 	} else {
 		for name, ef := range c.fields(ents.value, "entities") {
-			if !identRe.MatchString(name) {
-				c.at(ef.key, "entity type %q must be lowercase letters, digits and underscores, starting with a letter", name)
+			switch {
+			case !identRe.MatchString(name):
+				c.at(ef.key, "entity type %.80q must be lowercase letters, digits and underscores, starting with a letter", name)
+			case len(name) > MaxTypeName:
+				c.at(ef.key, "entity type %.80q is %d characters; at most %d", name, len(name), MaxTypeName)
 			}
 			if name == SystemEntity {
 				c.at(ef.key, "entity type %q is the gateway's own status entity; choose another name", name)

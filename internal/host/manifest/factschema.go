@@ -107,8 +107,11 @@ func (c *checker) factTypes(t *EntityType, n *yaml.Node, what string) {
 		if name == PlatformFactType {
 			c.at(key, "%s.facts: fact type %q is the platform's own (the webhook deliveries' audit facts)", what, name)
 		}
-		if !identRe.MatchString(name) {
-			c.at(key, "%s.facts: fact type %q must be lowercase letters, digits and underscores", what, name)
+		switch {
+		case !identRe.MatchString(name):
+			c.at(key, "%s.facts: fact type %.80q must be lowercase letters, digits and underscores", what, name)
+		case len(name) > MaxTypeName:
+			c.at(key, "%s.facts: fact type %.80q is %d characters; at most %d", what, name, len(name), MaxTypeName)
 		}
 		if _, dup := t.FactTypes[name]; dup {
 			c.at(key, "%s.facts: duplicate fact type %q", what, name)

@@ -238,8 +238,11 @@ func (c *checker) gateway(top *yaml.Node, domain *Domain) *Gateway {
 func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntity {
 	what := "entities." + key.Value
 	e := &GatewayEntity{Name: key.Value, Line: key.Line}
-	if !identRe.MatchString(e.Name) {
-		c.at(key, "entity name %q must be lowercase letters, digits and underscores, starting with a letter", e.Name)
+	switch {
+	case !identRe.MatchString(e.Name):
+		c.at(key, "entity name %.80q must be lowercase letters, digits and underscores, starting with a letter", e.Name)
+	case len(e.Name) > MaxTypeName:
+		c.at(key, "entity name %.80q is %d characters; at most %d", e.Name, len(e.Name), MaxTypeName)
 	}
 	if e.Name == SystemEntity {
 		c.at(key, "entity %q is built in and cannot be declared", SystemEntity)
@@ -308,8 +311,11 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 		facts, nodes := c.strList(ff.value, what+".facts")
 		seen := map[string]bool{}
 		for i, ft := range facts {
-			if !identRe.MatchString(ft) {
-				c.at(nodes[i], "%s.facts: fact type %q must be lowercase letters, digits and underscores", what, ft)
+			switch {
+			case !identRe.MatchString(ft):
+				c.at(nodes[i], "%s.facts: fact type %.80q must be lowercase letters, digits and underscores", what, ft)
+			case len(ft) > MaxTypeName:
+				c.at(nodes[i], "%s.facts: fact type %.80q is %d characters; at most %d", what, ft, len(ft), MaxTypeName)
 			}
 			if seen[ft] {
 				c.at(nodes[i], "%s.facts: duplicate fact type %q", what, ft)

@@ -47,6 +47,10 @@ type Options struct {
 	// is stored but not applied here yet; an unknown entity type is then a
 	// 503 to retry, not the client's 400. Called only for unknown types.
 	ModelBehind func() bool
+	// RoutesBehind, when set, reports whether a stored change of the
+	// domain model that may add routes (a manifest new here, or another
+	// version of one) is not applied on this process yet.
+	RoutesBehind func() bool
 }
 
 // Service is the platform. It is safe for concurrent use.
@@ -61,6 +65,8 @@ type Service struct {
 	configs  map[string]ConfigCheck
 	// modelBehind is Options.ModelBehind.
 	modelBehind func() bool
+	// routesBehind is Options.RoutesBehind.
+	routesBehind func() bool
 
 	// cache serves GetEntity when the store has an entity feed; nil
 	// otherwise. stopWatch ends its feed.
@@ -96,7 +102,8 @@ func New(opts Options) (*Service, error) {
 		now:     opts.Now,
 		configs: map[string]ConfigCheck{},
 
-		modelBehind: opts.ModelBehind,
+		modelBehind:  opts.ModelBehind,
+		routesBehind: opts.RoutesBehind,
 	}
 	if err := s.SetDomain(opts.Domain); err != nil {
 		return nil, err
@@ -172,10 +179,11 @@ func (s *Service) entityType(name string) (*manifest.EntityType, error) {
 }
 
 // ModelUpdating returns the 503 to retry (naming what) while a stored
-// change of the domain model is not applied on this process yet, and nil
-// otherwise: a route the change adds is then about to be served here.
+// change of the domain model that may add routes is not applied on this
+// process yet, and nil otherwise: a route the change adds is then about to
+// be served here. A removal adds none, so it leaves a 404 a 404.
 func (s *Service) ModelUpdating(what string) *problem.Error {
-	if s == nil || s.modelBehind == nil || !s.modelBehind() {
+	if s == nil || s.routesBehind == nil || !s.routesBehind() {
 		return nil
 	}
 	return modelUpdating(what)
