@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/factline/factline/internal/host/app"
 	"github.com/factline/factline/internal/testutil"
 )
@@ -215,4 +217,145 @@ func TestOverlappingPluginInstallsAgreeOnThePrevious(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("b once it follows", b, "1.1.2", "1.1.1")
+}
+
+// TestPluginInstallAnswersWhatTheStoreDid: an install answers 200 exactly
+// when the store's active version was already those bytes and 201 when
+// it changed, whatever the answering process served. b, following the
+// store only when told, answered from its own registry: 200 for the
+// version it served though the store went back to it from a's install,
+// and 201 for a's version though the store did not change.
+func TestPluginInstallAnswersWhatTheStoreDid(t *testing.T) {
+	t.Parallel()
+	pg := testutil.Postgres(t)
+	v2 := buildVersion(t, accountDir, "1.2.2")
+	v3 := buildVersion(t, accountDir, "1.2.3")
+	v4 := buildVersion(t, accountDir, "1.2.4")
+	a := startLive(t, "postgres", pg)
+	b := startLive(t, "postgres", pg, func(c *app.Config) { c.PluginPoll = time.Hour })
+	install := func(step string, l *live, module []byte, want int) {
+		t.Helper()
+		if code, body := l.call("PUT", "/v1/admin/plugins/account", l.op, module); code != want {
+			t.Fatalf("%s: %d %v, want %d", step, code, body, want)
+		}
+	}
+	wantStored := func(step string, active, previous []byte) {
+		t.Helper()
+		if act, prev := storedActive(a, "account"); act != sha256Hex(active) || prev != sha256Hex(previous) {
+			t.Fatalf("%s: stored active %.12s, previous %.12s; want %.12s, %.12s", step, act, prev, sha256Hex(active), sha256Hex(previous))
+		}
+	}
+
+	install("1.2.3 through a", a, v3, 201)
+	if err := b.a.Plugins.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	install("1.2.4 through a", a, v4, 201)
+	if v, _ := listedVersions(b, "account"); v != "1.2.3" {
+		t.Fatalf("b loaded a's install: serving %q; the test proves nothing", v)
+	}
+	// b serves 1.2.3 already; the store goes back to it from 1.2.4.
+	install("1.2.3 through b, which serves it, after a's 1.2.4", b, v3, 201)
+	wantStored("after b's install", v3, v4)
+
+	install("1.2.2 through a", a, v2, 201)
+	// b has not loaded 1.2.2; the store has it active already.
+	install("1.2.2 through b, right after a", b, v2, 200)
+	wantStored("after the same version through both", v2, v3)
+	install("1.2.2 through a again", a, v2, 200)
+}
+
+// TestPluginRollbackOverlappingAnInstallConflicts: a rollback through b
+// that read the store's versions before a's install activated its
+// version, and activates after it, answers 409 and leaves the install in
+// place. It answered 200 and restored the version before the one it read:
+// the install was undone silently, and the store then named it as the
+// version to roll back to. The test holds the store's per-plugin
+// activation lock (the advisory lock ActivatePlugin takes) while a's
+// install and then b's rollback, its read done, queue on it; released,
+// Postgres grants it in that order.
+func TestPluginRollbackOverlappingAnInstallConflicts(t *testing.T) {
+	t.Parallel()
+	pg := testutil.Postgres(t)
+	v2 := buildVersion(t, accountDir, "1.3.2")
+	v3 := buildVersion(t, accountDir, "1.3.3")
+	v4 := buildVersion(t, accountDir, "1.3.4")
+	a := startLive(t, "postgres", pg)
+	b := startLive(t, "postgres", pg, func(c *app.Config) { c.PluginPoll = time.Hour })
+	for _, v := range [][]byte{v4, v3} {
+		if code, body := a.call("PUT", "/v1/admin/plugins/account", a.op, v); code != 201 {
+			t.Fatalf("install through a: %d %v", code, body)
+		}
+	}
+	if err := b.a.Plugins.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	const key = `hashtextextended('factline.plugin_active:account', 0)`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			unlocked = true
+			if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock(`+key+`)`); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer unlock()
+	waiting := func(n int, what string) {
+		t.Helper()
+		testutil.Eventually(t, 2*time.Minute, what, func() bool {
+			var got int
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+AND ((classid::bigint << 32) | objid::bigint) = `+key).Scan(&got)
+			return err == nil && got >= n
+		})
+	}
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	installed, rolledBack := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		code, body := a.call("PUT", "/v1/admin/plugins/account", a.op, v2)
+		installed <- answer{code, body}
+	}()
+	waiting(1, "a's install to wait for the activation lock")
+	go func() {
+		code, body := b.call("POST", "/v1/admin/plugins/account/rollback", b.op, nil)
+		rolledBack <- answer{code, body}
+	}()
+	waiting(2, "b's rollback to wait for the activation lock")
+	unlock()
+
+	if ans := <-installed; ans.code != 201 {
+		t.Fatalf("install 1.3.2 through a: %d %v", ans.code, ans.body)
+	}
+	if ans := <-rolledBack; ans.code != 409 {
+		t.Errorf("rollback through b overlapping a's install: %d %v; want 409", ans.code, ans.body)
+	}
+	if act, prev := storedActive(a, "account"); act != sha256Hex(v2) || prev != sha256Hex(v3) {
+		t.Fatalf("stored after the overlap: active %.12s, previous %.12s; want a's install (1.3.2), 1.3.3 before it", act, prev)
+	}
+	if v, prev := listedVersions(b, "account"); v != "1.3.3" || prev != "1.3.4" {
+		t.Fatalf("b after its refused rollback: serving %q, previous %q; want 1.3.3 and 1.3.4 as before", v, prev)
+	}
+	// Read again, the rollback undoes the install.
+	if err := b.a.Plugins.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := b.call("POST", "/v1/admin/plugins/account/rollback", b.op, nil); code != 200 || dataOf(body)["version"] != "1.3.3" {
+		t.Fatalf("rollback through b once it follows: %d %v; want 1.3.3", code, body)
+	}
 }

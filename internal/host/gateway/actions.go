@@ -56,7 +56,7 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 		EntityID:  entityID,
 		Type:      r.FactType,
 		Subtype:   in.str("subtype"),
-		Timestamp: in.integer("timestamp"),
+		Timestamp: in.timestamp("timestamp"),
 		SourceID:  in.str("source_id"),
 		Data:      in.object("data"),
 		TraceID:   traceID(c),

@@ -129,6 +129,11 @@ func ceilSeconds(d time.Duration) int {
 
 func (s *Server) runAction(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
 	if r.Entity == manifest.SystemEntity {
+		// A get route of the system entity takes no parameter: one
+		// sent would be ignored.
+		if err := checkQuery(c); err != nil {
+			return err
+		}
 		return respond(c, fiber.StatusOK, fiber.Map{"name": s.manifestName(), "version": s.cfg.Version, "status": "ok"})
 	}
 	switch r.Action {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/internal/host/auth"
@@ -17,8 +18,64 @@ import (
 // and describes it in /openapi.json with doc. Mount before serving. The
 // manifest's routes are matched first; a request none of them serves
 // falls through to mounted endpoints.
+//
+// A GET endpoint refuses a query parameter its documentation does not
+// name, and any given twice, before h runs (see checkQuery): a read that
+// ignored a misspelt filter (?stauts=dead) would answer as if unfiltered.
 func (s *Server) Mount(doc openapi.Endpoint, h fiber.Handler) {
+	if doc.Method == fiber.MethodGet {
+		h = checkingQuery(doc, h)
+	}
 	s.handle(doc, false, h)
+}
+
+// checkingQuery runs h after checking the request's query parameters
+// against the ones doc documents; with a form-exploded object parameter
+// (any name is a filter) only repeats are refused.
+func checkingQuery(doc openapi.Endpoint, h fiber.Handler) fiber.Handler {
+	known, anyName := documentedQuery(doc)
+	return func(c *fiber.Ctx) error {
+		names := known
+		if anyName {
+			names = queryNames(c)
+		}
+		if err := checkQuery(c, names...); err != nil {
+			return err
+		}
+		return h(c)
+	}
+}
+
+// documentedQuery are the names of the query parameters doc describes,
+// read from the description the API document is built from, so that what
+// is documented and what is accepted cannot drift apart. anyName reports a
+// form-exploded object parameter, whose members are parameters of any
+// name.
+func documentedQuery(doc openapi.Endpoint) (names []string, anyName bool) {
+	d, err := openapi.Generate(nil, nil, openapi.Options{Endpoints: []openapi.Endpoint{doc}})
+	if err != nil {
+		// Not reached: an endpoint alone always describes. Refuse
+		// nothing rather than everything.
+		return nil, true
+	}
+	for _, item := range d.Paths.Map() {
+		op := item.GetOperation(doc.Method)
+		if op == nil {
+			continue
+		}
+		for _, p := range op.Parameters {
+			if p == nil || p.Value == nil || p.Value.In != openapi3.ParameterInQuery {
+				continue
+			}
+			v := p.Value
+			if v.Explode != nil && *v.Explode && v.Schema != nil && v.Schema.Value != nil && v.Schema.Value.Type.Is(openapi3.TypeObject) {
+				anyName = true
+				continue
+			}
+			names = append(names, v.Name)
+		}
+	}
+	return names, anyName
 }
 
 // Endpoints are the endpoints registered so far, in order: the platform's

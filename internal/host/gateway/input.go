@@ -48,6 +48,18 @@ func (in *input) str(key string) string {
 }
 
 func (in *input) integer(key string) int64 {
+	return in.integerWithin(key, fmt.Sprintf("between %d and %d", int64(math.MinInt64), int64(math.MaxInt64)))
+}
+
+// timestamp reads a fact's timestamp: an integer, whose out-of-range
+// message names a fact timestamp's own bounds rather than int64's.
+func (in *input) timestamp(key string) int64 {
+	return in.integerWithin(key, fmt.Sprintf("milliseconds since the epoch, between 1 and %d (9999-12-31T23:59:59.999Z)", platform.MaxFactTime))
+}
+
+// integerWithin is integer, whose range error says the value must be
+// bounds.
+func (in *input) integerWithin(key, bounds string) int64 {
 	v, ok := in.m[key]
 	if !ok || v == nil {
 		return 0
@@ -64,7 +76,7 @@ func (in *input) integer(key string) int64 {
 		// 1e20 is a whole number, just too large: a range error, not a
 		// type one.
 		in.errs = append(in.errs, problem.FieldError{Field: key, Code: problem.CodeRange,
-			Message: fmt.Sprintf("%s is out of range: it must be between %d and %d", key, int64(math.MinInt64), int64(math.MaxInt64))})
+			Message: fmt.Sprintf("%s is out of range: it must be %s", key, bounds)})
 	default:
 		in.typeErr(key, "an integer")
 	}
@@ -203,6 +215,24 @@ func queryLimit(c *fiber.Ctx) (int, error) {
 	return n, nil
 }
 
+// refuseHugeMillis refuses the named query parameters (times in
+// milliseconds since the epoch, or text) when they are integers too large
+// for int64: out of range (code range), where the platform, which reads
+// them as no integer, would call them badly formed.
+func refuseHugeMillis(c *fiber.Ctx, names ...string) error {
+	var errs []problem.FieldError
+	for _, name := range names {
+		if _, err := strconv.ParseInt(c.Query(name), 10, 64); errors.Is(err, strconv.ErrRange) {
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange,
+				Message: fmt.Sprintf("%s is out of range: it must be between 1 and %d milliseconds since the epoch", name, int64(math.MaxInt64))})
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return problem.Validation(errs)
+}
+
 // refuseEmpty refuses the named query parameters when given with an
 // empty value: a listing reads an empty filter as none, so ?type= (a
 // value lost in a client's template) would list the whole tenant.
@@ -248,11 +278,14 @@ func refuseBadText(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// refuseNonFinite refuses NaN and infinities given as filters on number
-// fields of an entity type: strconv.ParseFloat reads them ("NaN", "inf",
-// "1e400") where a body could not carry them, no stored number equals
-// them, and numbers must be finite as a float64. Unknown types and
-// fields are left to the platform, which refuses them.
+// refuseNonFinite holds filters on number fields of an entity type to
+// the body's number rules (store.NumberInRange): NaN and infinities,
+// which strconv.ParseFloat reads ("NaN", "inf", "1e400") where a body
+// could not carry them, and numbers a body could not carry either: more
+// than store.MaxNumberDigits digits written out (1e200), or a non-zero
+// one that rounds to zero as a float64 (1e-400 would match 0). Text that
+// is no number, unknown types and unknown fields are left to the
+// platform, which refuses them.
 func (s *Server) refuseNonFinite(typ string, filters map[string]string) error {
 	t := s.platform.Domain().Entities[typ]
 	if t == nil {
@@ -267,8 +300,14 @@ func (s *Server) refuseNonFinite(typ string, filters map[string]string) error {
 		if _, number, _ := store.ParseSlotColumn(f.Storage); !number {
 			continue
 		}
-		if n, err := strconv.ParseFloat(raw, 64); (err == nil || errors.Is(err, strconv.ErrRange)) && (math.IsNaN(n) || math.IsInf(n, 0)) {
+		n, err := strconv.ParseFloat(raw, 64)
+		switch {
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+			// Not a number: the platform's to refuse.
+		case math.IsNaN(n) || math.IsInf(n, 0):
 			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: name + " must be a finite number"})
+		case !store.NumberInRange([]byte(raw)):
+			errs = append(errs, invalidField(&store.InvalidInputError{Field: name, Reason: store.ReasonNumber}))
 		}
 	}
 	if len(errs) == 0 {

@@ -132,6 +132,9 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 		if err = refuseContentEncoding(c, len(raw)); err != nil {
 			return
 		}
+		if err = refuseDifferingContentTypes(c, len(raw)); err != nil {
+			return
+		}
 		if len(raw) > s.cfg.BodyLimit && !isUpload(c.Path()) {
 			err = problem.Newf(problem.PayloadTooLarge, "Request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
 			return

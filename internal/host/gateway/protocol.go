@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"mime"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -102,21 +104,62 @@ func eachRawHeader(raw []byte, fn func(name, value []byte)) {
 	}
 }
 
-// differingValues reports whether a header's raw values are not all one.
-func differingValues(raw []byte, name string) bool {
+// differingContentTypes reports whether the raw Content-Type lines of a
+// header block name more than one media type (see sameMediaType).
+func differingContentTypes(raw []byte) bool {
 	var first []byte
 	seen, differ := false, false
 	eachRawHeader(raw, func(n, v []byte) {
-		if !bytes.EqualFold(n, []byte(name)) {
+		if !bytes.EqualFold(n, []byte(fiber.HeaderContentType)) {
 			return
 		}
 		if !seen {
 			first, seen = v, true
-		} else if !bytes.Equal(first, v) {
+		} else if !sameMediaType(first, v) {
 			differ = true
 		}
 	})
 	return differ
+}
+
+// sameMediaType reports whether two Content-Type values name one media
+// type: media types compared as parsed, type, subtype and parameter names
+// regardless of case (RFC 9110 8.3.1), parameter values exactly but for
+// charset's, which is case-insensitive too, and quoting or spacing aside.
+// A value that does not parse is the same only as its exact twin.
+func sameMediaType(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	mtA, pA, errA := mime.ParseMediaType(string(a))
+	mtB, pB, errB := mime.ParseMediaType(string(b))
+	if errA != nil || errB != nil || mtA != mtB || len(pA) != len(pB) {
+		return false
+	}
+	for k, va := range pA {
+		vb, ok := pB[k]
+		if !ok || va != vb && !(k == "charset" && strings.EqualFold(va, vb)) {
+			return false
+		}
+	}
+	return true
+}
+
+// refuseDifferingContentTypes answers 415 for a request body declared
+// with Content-Type lines naming different media types: fasthttp keeps
+// the last, so text/plain then application/wasm would pass as a module;
+// which one the client meant cannot be told. It holds for every body, the
+// JSON ones (see requireJSON) and the uploads (plugins, domain manifests)
+// alike.
+func refuseDifferingContentTypes(c *fiber.Ctx, bodyLen int) error {
+	if bodyLen == 0 || !differingContentTypes(c.Request().Header.RawHeaders()) {
+		return nil
+	}
+	return errDifferingContentTypes()
+}
+
+func errDifferingContentTypes() error {
+	return problem.New(problem.UnsupportedMediaType, "Content-Type is given more than once with different values: send one")
 }
 
 // guard wraps fiber's handler: fiber answers a method it does not know

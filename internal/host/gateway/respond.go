@@ -196,8 +196,8 @@ func requireJSON(c *fiber.Ctx) error {
 	// fasthttp keeps the last of several Content-Type lines: differing
 	// ones leave the body's media type open, refused like one that is not
 	// JSON. Repeats of one value are one type.
-	if differingValues(c.Request().Header.RawHeaders(), fiber.HeaderContentType) {
-		return problem.New(problem.UnsupportedMediaType, "Content-Type is given more than once with different values: send one")
+	if differingContentTypes(c.Request().Header.RawHeaders()) {
+		return errDifferingContentTypes()
 	}
 	ct := c.Get(fiber.HeaderContentType)
 	mt, params, err := mime.ParseMediaType(ct)

@@ -296,7 +296,7 @@ func listing(items any, cursor string, hasMore bool) fiber.Map {
 // updateEntity: PATCH /v1/entities/:id with {version, entity_type?,
 // metadata?, ...fields} as a JSON merge patch of the fields.
 func (s *Server) updateEntity(c *fiber.Ctx) error {
-	m, _, err := readJSON(c)
+	m, raw, err := readJSON(c)
 	if err != nil {
 		return err
 	}
@@ -316,11 +316,19 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	if typ == "" {
 		typ = c.Query("entity_type")
 	}
-	e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: Param(c, "id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta, ClearMetadata: clearMeta})
-	if err != nil {
-		return err
-	}
-	return respond(c, fiber.StatusOK, platform.NewEntityView(e))
+	// Idempotency-Key is honoured: a retried patch answers as the first
+	// did (not a 409 for the version it moved on), and a key used by
+	// another request is a 422, as on every write that takes one. The
+	// fingerprint's path names the entity; entity_type may be in the
+	// query.
+	fp := append([]byte(c.Context().QueryArgs().String()+"\n"), raw...)
+	return s.idempotent(c, fp, func() (int, any, error) {
+		e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: Param(c, "id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta, ClearMetadata: clearMeta})
+		if err != nil {
+			return 0, nil, err
+		}
+		return fiber.StatusOK, platform.NewEntityView(e), nil
+	})
 }
 
 func (s *Server) listEntityFacts(c *fiber.Ctx) error {
@@ -361,7 +369,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 		Subtype:         in.str("subtype"),
 		SourceID:        in.str("source_id"),
 		TraceID:         in.str("trace_id"),
-		Timestamp:       in.integer("timestamp"),
+		Timestamp:       in.timestamp("timestamp"),
 		Data:            in.object("data"),
 		ExpectedVersion: in.integer("expected_version"),
 	}
@@ -402,6 +410,9 @@ func (s *Server) listFacts(c *fiber.Ctx) error {
 		return err
 	}
 	if err := refuseEmpty(c, "type", "subtype", "source_id", "entity_id", "from", "to"); err != nil {
+		return err
+	}
+	if err := refuseHugeMillis(c, "from", "to"); err != nil {
 		return err
 	}
 	limit, err := queryLimit(c)
@@ -588,6 +599,9 @@ func newKeyView(k *store.APIKey) keyView {
 }
 
 func (s *Server) listKeys(c *fiber.Ctx) error {
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	keys, err := s.platform.Store().ListAPIKeys(ctx(c), tenant(c))
 	if err != nil {
 		return err

@@ -711,7 +711,7 @@ func TestPlatformEndpoints(t *testing.T) {
 		{"POST", "/v1/entities", "201", true, false},
 		{"GET", "/v1/entities", "200", false, false},
 		{"GET", "/v1/entities/{id}", "200", false, false},
-		{"PATCH", "/v1/entities/{id}", "200", false, false},
+		{"PATCH", "/v1/entities/{id}", "200", true, false},
 		{"GET", "/v1/entities/{id}/facts", "200", false, false},
 		{"POST", "/v1/facts", "201", true, false},
 		{"GET", "/v1/facts", "200", false, false},

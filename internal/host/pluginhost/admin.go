@@ -12,6 +12,7 @@ import (
 	"github.com/factline/factline/internal/host/openapi"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/host/wasm"
 )
 
@@ -75,13 +76,16 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		}
 		module := append([]byte(nil), body...) // fiber reuses the body
 		name := gateway.Param(c, "name")
-		prev, hadPrev := m.Registry().Get(name)
-		p, err := m.Install(gateway.Context(c), name, module)
+		_, serving := m.Registry().Get(name)
+		p, changed, err := m.install(gateway.Context(c), name, module)
 		if err != nil {
-			return refused(name, hadPrev, err)
+			return refused(name, serving, err)
 		}
+		// The store says whether anything changed, not what this process
+		// served: another process may have installed these bytes, or
+		// replaced them, before this one followed.
 		status := fiber.StatusCreated
-		if hadPrev && prev.SHA256() == p.SHA256() {
+		if !changed {
 			status = fiber.StatusOK
 		}
 		return gateway.Respond(c, status, info(m, p))
@@ -97,6 +101,9 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		p, err := m.Rollback(gateway.Context(c), name)
 		if errors.Is(err, wasm.ErrNoPrevious) {
 			return problem.Newf(problem.Conflict, "Plugin %s has no previous version to roll back to", name)
+		}
+		if errors.Is(err, store.ErrVersionConflict) {
+			return problem.Newf(problem.Conflict, "Plugin %s was not rolled back: it changed meanwhile (installed or rolled back through another process); read it again", name)
 		}
 		if err != nil {
 			return refused(name, true, err)
@@ -117,10 +124,10 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		{Handler: install, Doc: openapi.Endpoint{Method: http.MethodPut, Path: "/v1/admin/plugins/:name", ID: "installPlugin", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
 			Summary: "Install or replace a plugin",
 			Description: "Loads a WebAssembly module as the named plugin. It is checked (ABI, exports, a smoke call) before it serves; refused, the current version keeps serving (422 listing every reason). " +
-				"Sending the version being served answers 200. Needs an admin key of the operator tenant.",
+				"Sending the version already active in the store answers 200 and changes nothing. Needs an admin key of the operator tenant.",
 			Params:  []openapi.Param{name},
 			Content: []openapi.Media{{Type: "application/wasm", Schema: openapi.Binary("The plugin's .wasm file.")}}, ContentDesc: "The compiled module.",
-			Status: created, OK: "Installed (200 when that version was already served).", Data: pluginInfo, Problems: []int{unproc}}},
+			Status: created, OK: "Installed (200 when that version was already active in the store).", Data: pluginInfo, Problems: []int{unproc}}},
 		{Handler: rollback, Doc: openapi.Endpoint{Method: http.MethodPost, Path: "/v1/admin/plugins/:name/rollback", ID: "rollbackPlugin", Tag: openapi.TagPlugins, Access: openapi.AdminKey,
 			Summary: "Roll a plugin back", Description: "Serves the plugin's previous version again. Needs an admin key of the operator tenant.",
 			Params: []openapi.Param{name}, Status: ok, OK: "The version now served.", Data: pluginInfo, Problems: []int{notFound, conflict, unproc}}},

@@ -416,12 +416,20 @@ func (m *Manager) syncDir(ctx context.Context, files []dirFile) {
 		}
 		p, err := m.Install(ctx, "", b)
 		m.done1(name)
-		if err != nil {
-			if ctx.Err() != nil {
-				// Stopped: not refused. Seen again at the next start.
-				delete(m.dirSeen, f)
-				continue
-			}
+		var refused *wasm.LoadError
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			// Stopped: not refused. Seen again at the next start.
+			delete(m.dirSeen, f)
+			continue
+		case !errors.As(err, &refused):
+			// Not stored (the database cannot be reached, say): the file
+			// is tried again at the next poll, as it was never seen.
+			delete(m.dirSeen, f)
+			m.log.Warn("plugin file not stored yet; tried again at the next poll", "file", f, "err", err)
+			continue
+		default:
 			m.log.Error("plugin file refused; the current version keeps serving", "file", f, "err", err)
 			continue
 		}
@@ -460,33 +468,44 @@ func (m *Manager) checkFor(name string) func(context.Context, *wasm.Plugin) erro
 // is (store.ErrUnavailable, say), apart from the *wasm.LoadError of a
 // refused module.
 func (m *Manager) Install(ctx context.Context, name string, module []byte) (*wasm.Plugin, error) {
+	p, _, err := m.install(ctx, name, module)
+	return p, err
+}
+
+// install is Install that also reports whether the store changed: false
+// when these bytes were its active version already, whatever this process
+// served (another process may have installed them, or replaced them with a
+// version this one has not loaded yet).
+func (m *Manager) install(ctx context.Context, name string, module []byte) (*wasm.Plugin, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	reg := m.opts.Registry
 	p, err := reg.Prepare(ctx, module, m.checkFor(name))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d := p.Description()
 	if name != "" && d.Name != name {
 		// The registry skips the check for bytes it already runs (under
 		// their own name).
 		reg.Discard(p)
-		return nil, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the module describes itself as %q, not %q", d.Name, name)}}
+		return nil, false, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the module describes itself as %q, not %q", d.Name, name)}}
 	}
 	if err := m.opts.Store.SavePluginVersion(ctx, &store.PluginBinary{Name: d.Name, SHA256: p.SHA256(), Version: d.Version, Wasm: module, CreatedAt: m.opts.Now().UnixMilli()}); err != nil {
 		reg.Discard(p)
-		return nil, fmt.Errorf("plugins: store %s: %w", d.Name, err)
+		return nil, false, fmt.Errorf("plugins: store %s: %w", d.Name, err)
 	}
+	// Unconditional: two installs at once through two processes end as
+	// one after the other would, the later replacing the earlier.
 	a, err := m.opts.Store.ActivatePlugin(ctx, d.Name, p.SHA256(), m.opts.Now().UnixMilli())
 	if err != nil {
 		reg.Discard(p)
-		return nil, fmt.Errorf("plugins: activate %s: %w", d.Name, err)
+		return nil, false, fmt.Errorf("plugins: activate %s: %w", d.Name, err)
 	}
 	// The previous version is the one the store replaced, which is not
 	// this process's current one when another process installed a version
 	// it has not loaded yet.
-	return reg.Commit(p, module, a.Previous, a.PreviousVersion), nil
+	return reg.Commit(p, module, a.Previous, a.PreviousVersion), a.Changed, nil
 }
 
 // Rollback makes the version the store records as active before the
@@ -497,6 +516,12 @@ func (m *Manager) Install(ctx context.Context, name string, module []byte) (*was
 // it loads from the store, so one that no longer fits the model would
 // serve only where it was rolled back. wasm.ErrNoPrevious when the store
 // records none; as Install, a failure leaves the registry as it was.
+//
+// The version undone is the one read from the store first: a change
+// another process made to the plugin meanwhile fails the rollback with
+// store.ErrVersionConflict rather than being undone with it (the rollback
+// would restore the version before the one it read, and name the other
+// process's version as the previous one).
 func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -508,7 +533,7 @@ func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, erro
 	if i < 0 || active[i].Previous == "" {
 		return nil, fmt.Errorf("%w: plugin %q", wasm.ErrNoPrevious, name)
 	}
-	prev := active[i].Previous
+	cur, prev := active[i].SHA256, active[i].Previous
 	reg := m.opts.Registry
 	module := reg.Bytes(name, prev)
 	if module == nil {
@@ -526,7 +551,7 @@ func (m *Manager) Rollback(ctx context.Context, name string) (*wasm.Plugin, erro
 		reg.Discard(p)
 		return nil, &wasm.LoadError{Reasons: []string{fmt.Sprintf("the previous version describes itself as %q, not %q", d.Name, name)}}
 	}
-	a, err := m.opts.Store.ActivatePlugin(ctx, name, prev, m.opts.Now().UnixMilli())
+	a, err := m.opts.Store.ActivatePluginIf(ctx, name, prev, cur, m.opts.Now().UnixMilli())
 	if err != nil {
 		reg.Discard(p)
 		return nil, fmt.Errorf("plugins: activate %s: %w", name, err)

@@ -126,9 +126,14 @@ func (w *writeCounter) SavePluginVersion(ctx context.Context, p *store.PluginBin
 	return w.Store.SavePluginVersion(ctx, p)
 }
 
-func (w *writeCounter) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
+func (w *writeCounter) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.PluginActivation, error) {
 	w.writes.Add(1)
 	return w.Store.ActivatePlugin(ctx, name, sha256, now)
+}
+
+func (w *writeCounter) ActivatePluginIf(ctx context.Context, name, sha256, expected string, now int64) (*store.PluginActivation, error) {
+	w.writes.Add(1)
+	return w.Store.ActivatePluginIf(ctx, name, sha256, expected, now)
 }
 
 // TestRestartDoesNotRewriteUnchangedPluginFiles: a restart loads the
@@ -414,11 +419,18 @@ func (f *flakyStore) SavePluginVersion(ctx context.Context, p *store.PluginBinar
 	return f.Store.SavePluginVersion(ctx, p)
 }
 
-func (f *flakyStore) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
+func (f *flakyStore) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.PluginActivation, error) {
 	if f.down.Load() {
 		return nil, f.unreachable("activate plugin")
 	}
 	return f.Store.ActivatePlugin(ctx, name, sha256, now)
+}
+
+func (f *flakyStore) ActivatePluginIf(ctx context.Context, name, sha256, expected string, now int64) (*store.PluginActivation, error) {
+	if f.down.Load() {
+		return nil, f.unreachable("activate plugin")
+	}
+	return f.Store.ActivatePluginIf(ctx, name, sha256, expected, now)
 }
 
 func (f *flakyStore) ActivePlugins(ctx context.Context) ([]store.ActivePlugin, error) {
@@ -547,5 +559,96 @@ func TestPreviousVersionIsTheStores(t *testing.T) {
 	want("a after b's install and rollback", a, "2.0.0", "1.0.0", sha256Hex(mods[0]))
 	if p, err := a.Rollback(ctx, "ledger"); err != nil || p.SHA256() != sha256Hex(mods[0]) {
 		t.Fatalf("rollback through a: %v, %v; want 1.0.0, the store's previous version", p, err)
+	}
+}
+
+// TestRollbackOverlappingAnInstallConflicts: a rollback through one
+// process that reads the store's versions before another process installs
+// one, and activates after, fails with store.ErrVersionConflict and
+// leaves the install in place, and the rolling-back process's versions as
+// they were. It restored the version before the one it read, undoing the
+// install silently, and the store then named the install as the version
+// to roll back to. b's check, which runs between the rollback's read and
+// its activation, makes a's install at that point.
+func TestRollbackOverlappingAnInstallConflicts(t *testing.T) {
+	ctx := t.Context()
+	mods, cacheDir := buildGuests(t, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"},
+		wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=3.0.0"})
+	st := teststore.Open(t, "sqlite")
+	a := newManager(t, st, cacheDir, "", nil)
+	var (
+		overlap   atomic.Bool
+		installed error
+	)
+	b := newManager(t, st, cacheDir, "", func(ctx context.Context, _ *wasm.Plugin) error {
+		if overlap.CompareAndSwap(true, false) {
+			_, installed = a.Install(ctx, "ledger", mods[2])
+		}
+		return nil
+	})
+	installAll(t, a, []string{"ledger", "ledger"}, mods[:2])
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, prev := serving(b, "ledger"), previousOf(b, "ledger"); v != "2.0.0" || prev != "1.0.0" {
+		t.Fatalf("b before the rollback: serving %q, previous %q; want 2.0.0 and 1.0.0", v, prev)
+	}
+
+	overlap.Store(true)
+	_, err := b.Rollback(ctx, "ledger")
+	if overlap.Load() || installed != nil {
+		t.Fatalf("a's install did not run inside b's rollback (%v): the test proves nothing", installed)
+	}
+	if !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("rollback overlapping an install: %v, want store.ErrVersionConflict", err)
+	}
+	active, err := st.ActivePlugins(ctx)
+	if err != nil || len(active) != 1 || active[0].SHA256 != sha256Hex(mods[2]) || active[0].Previous != sha256Hex(mods[1]) {
+		t.Fatalf("stored after the overlap: %+v, %v; want a's install (3.0.0) active, 2.0.0 before it", active, err)
+	}
+	if v, prev := serving(b, "ledger"), previousOf(b, "ledger"); v != "2.0.0" || prev != "1.0.0" {
+		t.Fatalf("b after its refused rollback: serving %q, previous %q; want 2.0.0 and 1.0.0 as before", v, prev)
+	}
+	// Read again, the rollback undoes the install.
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := b.Rollback(ctx, "ledger"); err != nil || p.SHA256() != sha256Hex(mods[1]) {
+		t.Fatalf("rollback once b follows: %v, %v; want 2.0.0", p, err)
+	}
+}
+
+// TestInstallReportsWhetherTheStoreChanged: whether an install changed
+// anything (200 or 201 at the endpoint) is the store's answer, not what
+// the installing process served: b, which has not followed a, changes
+// the store when it sends the version it serves, and changes nothing when
+// it sends the one a installed.
+func TestInstallReportsWhetherTheStoreChanged(t *testing.T) {
+	ctx := t.Context()
+	mods, cacheDir := buildGuests(t, wasmtest.Guest{Name: "ledger"}, wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=2.0.0"},
+		wasmtest.Guest{Name: "ledger", LDFlags: "-X=main.version=3.0.0"})
+	st := teststore.Open(t, "sqlite")
+	a, b := newManager(t, st, cacheDir, "", nil), newManager(t, st, cacheDir, "", nil)
+	for _, step := range []struct {
+		name    string
+		m       *pluginhost.Manager
+		mod     []byte
+		changed bool
+	}{
+		{"a installs 1.0.0", a, mods[0], true},
+		{"a sends 1.0.0 again", a, mods[0], false},
+		{"b, serving nothing, sends 1.0.0", b, mods[0], false},
+		{"a installs 2.0.0", a, mods[1], true},
+		{"b, serving 1.0.0, sends it back", b, mods[0], true},
+		{"a installs 3.0.0", a, mods[2], true},
+		{"b, serving 1.0.0, sends 3.0.0", b, mods[2], false},
+	} {
+		_, changed, err := pluginhost.InstallChanged(ctx, step.m, "ledger", step.mod)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if changed != step.changed {
+			t.Errorf("%s: changed %v, want %v", step.name, changed, step.changed)
+		}
 	}
 }

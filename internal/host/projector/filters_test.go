@@ -3,9 +3,12 @@ package projector
 import (
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/projection"
@@ -151,6 +154,58 @@ func TestTimesBeforeTheEpochSaySo(t *testing.T) {
 	for _, v := range []any{"soon", json.Number("1.5"), 1.5, true} {
 		if _, code, _ := parseTime(v, true); code != problem.CodeType {
 			t.Errorf("%v: code %s, want type", v, code)
+		}
+	}
+}
+
+// TestWholeTimesBeyondInt64AreOutOfRange: a from or to that is a whole
+// number too large for int64 (1e20, 99999999999999999999, or such digits
+// from a query string, which stay text) is a time out of range (code
+// range), not "no time" (code type); a fraction is still a type error.
+func TestWholeTimesBeyondInt64AreOutOfRange(t *testing.T) {
+	cfg := testConfig(t)
+	for _, tc := range []struct {
+		filters, field, code, msg string
+	}{
+		{`{"from": 1e20}`, "filters.from", problem.CodeRange, "at most 9223372036854775807"},
+		{`{"to": 99999999999999999999}`, "filters.to", problem.CodeRange, "at most 9223372036854775807"},
+		{`{"to": 9223372036854775808}`, "filters.to", problem.CodeRange, "at most 9223372036854775807"},
+		{`{"from": -1e20}`, "filters.from", problem.CodeRange, "before the epoch"},
+		{`{"to": "99999999999999999999"}`, "filters.to", problem.CodeRange, "at most 9223372036854775807"},
+		{`{"from": "-99999999999999999999"}`, "filters.from", problem.CodeRange, "before the epoch"},
+		{`{"from": 1.5}`, "filters.from", problem.CodeType, "must be milliseconds"},
+	} {
+		t.Run(tc.filters, func(t *testing.T) {
+			_, err := parseFilters(decode(t, tc.filters), cfg)
+			var perr *problem.Error
+			if !errors.As(err, &perr) || len(perr.Errors) != 1 {
+				t.Fatalf("error %v, want one field error", err)
+			}
+			if fe := perr.Errors[0]; fe.Field != tc.field || fe.Code != tc.code || !strings.Contains(fe.Message, tc.msg) {
+				t.Fatalf("%+v, want %s %s %q", fe, tc.field, tc.code, tc.msg)
+			}
+		})
+	}
+	// A float64 (a caller's own filters) beyond int64 likewise.
+	if _, code, _ := parseTime(1e20, false); code != problem.CodeRange {
+		t.Errorf("float64 1e20: code %s, want range", code)
+	}
+}
+
+// TestProjectionListChecksItsQuery: GET /v1/projections takes no query
+// parameter; one sent (?x=1) would be ignored, so it is refused.
+func TestProjectionListChecksItsQuery(t *testing.T) {
+	var got error
+	app := fiber.New(fiber.Config{ErrorHandler: func(c *fiber.Ctx, err error) error { got = err; return c.SendStatus(400) }})
+	app.Get("/v1/projections", (&Service{}).handleList)
+	for _, q := range []string{"?x=1", "?limit=1&limit=2"} {
+		got = nil
+		if _, err := app.Test(httptest.NewRequest("GET", "/v1/projections"+q, nil)); err != nil {
+			t.Fatal(err)
+		}
+		var perr *problem.Error
+		if !errors.As(got, &perr) || perr.Kind != problem.ValidationFailed || len(perr.Errors) != 1 || perr.Errors[0].Code != problem.CodeUnknownField {
+			t.Errorf("%s: error %v, want an unknown_field validation problem", q, got)
 		}
 	}
 }

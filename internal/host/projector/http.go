@@ -44,6 +44,9 @@ func (s *Service) routes() []gateway.Route {
 }
 
 func (s *Service) handleList(c *fiber.Ctx) error {
+	if err := gateway.CheckQuery(c); err != nil {
+		return err
+	}
 	items := s.Statuses(gateway.Tenant(c))
 	if items == nil {
 		items = []Status{}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -311,19 +313,41 @@ func parseTime(v any, start bool) (ms int64, code, msg string) {
 		}
 		return ms, "", ""
 	}
+	// A whole number beyond int64 (1e20, 99999999999999999999) is a
+	// time, just out of range: a range problem, not a type one.
+	beyond := func(f float64) (int64, string, string) {
+		if f < 0 {
+			return 0, problem.CodeRange, beforeEpoch
+		}
+		return 0, problem.CodeRange, fmt.Sprintf("is out of range: milliseconds since the epoch must be at most %d", int64(math.MaxInt64))
+	}
 	switch x := v.(type) {
 	case json.Number:
-		ms, ok := platform.WholeNumber(x)
-		if !ok {
-			return 0, problem.CodeType, notATime
+		if ms, ok := platform.WholeNumber(x); ok {
+			return inRange(ms)
 		}
-		return inRange(ms)
+		// The body was checked before (store.Inspect): its numbers are
+		// finite as a float64.
+		if f, err := strconv.ParseFloat(string(x), 64); (err == nil || errors.Is(err, strconv.ErrRange)) && math.Abs(f) >= 1<<63 {
+			return beyond(f)
+		}
+		return 0, problem.CodeType, notATime
 	case float64:
+		if math.Abs(x) >= 1<<63 && !math.IsInf(x, 0) {
+			return beyond(x)
+		}
 		if x != float64(int64(x)) {
 			return 0, problem.CodeType, notATime
 		}
 		return inRange(int64(x))
 	case string:
+		// A query string's integer too large for int64 stays text.
+		if _, err := strconv.ParseInt(x, 10, 64); errors.Is(err, strconv.ErrRange) {
+			if strings.HasPrefix(x, "-") {
+				return beyond(-1)
+			}
+			return beyond(1)
+		}
 		for _, l := range timeLayouts {
 			t, err := time.ParseInLocation(l.layout, x, time.UTC)
 			if err != nil {

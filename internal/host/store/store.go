@@ -448,6 +448,14 @@ type ActivePlugin struct {
 	UpdatedAt       int64
 }
 
+// PluginActivation is the active row an activation leaves.
+type PluginActivation struct {
+	ActivePlugin
+	// Changed is false when the version was active already: the store, not
+	// the process that asked, says whether an install changed anything.
+	Changed bool
+}
+
 // PluginStore keeps plugin binaries, so every gateway process sharing a
 // database converges on the same versions.
 type PluginStore interface {
@@ -459,8 +467,16 @@ type PluginStore interface {
 	// ActivatePlugin makes a stored version the active one (the version
 	// active before becomes Previous) and returns the row as stored: what
 	// a process that applies the change takes as its previous version.
-	// ErrNotFound when that version is not stored.
-	ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*ActivePlugin, error)
+	// Activating the active version changes nothing (Changed false), its
+	// Previous included. ErrNotFound when that version is not stored.
+	ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*PluginActivation, error)
+	// ActivatePluginIf is ActivatePlugin done only while expected is the
+	// active version ("": while the plugin has none), checked in the same
+	// transaction as the write: a rollback read the version it undoes
+	// before, and must not undo another process's change made meanwhile.
+	// ErrVersionConflict, changing nothing, when the active version is
+	// another one.
+	ActivatePluginIf(ctx context.Context, name, sha256, expected string, now int64) (*PluginActivation, error)
 	// ActivePlugins lists the active version of every plugin, by name.
 	ActivePlugins(ctx context.Context) ([]ActivePlugin, error)
 }

@@ -202,6 +202,9 @@ func (s *Service) handlePause(c *fiber.Ctx) error {
 }
 
 func (s *Service) handlePaused(c *fiber.Ctx) error {
+	if err := gateway.CheckQuery(c); err != nil {
+		return err
+	}
 	items, err := s.Pauses(gateway.Context(c), gateway.Tenant(c))
 	if err != nil {
 		return err
@@ -218,6 +221,9 @@ func (s *Service) handleResume(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleDeadLetters(c *fiber.Ctx) error {
+	if err := gateway.CheckQuery(c, "config_id", "cursor", "limit"); err != nil {
+		return err
+	}
 	limit := 0
 	if l := c.Query("limit"); l != "" {
 		n, err := parseLimit(l)
@@ -283,6 +289,10 @@ func (s *Service) handleReplayAll(c *fiber.Ctx) error {
 // ?config_id=, ?from= and ?to= (ms since the epoch, to exclusive),
 // ?cursor=, ?limit=. Every bad filter is named in one validation problem.
 func (s *Service) handleDeliveries(c *fiber.Ctx) error {
+	// A misspelt filter (stauts=dead) would list every delivery.
+	if err := gateway.CheckQuery(c, "status", "config_id", "from", "to", "cursor", "limit"); err != nil {
+		return err
+	}
 	f := DeliveryFilter{Status: strings.Clone(c.Query("status")), ConfigID: strings.Clone(c.Query("config_id"))}
 	var errs []problem.FieldError
 	switch f.Status {
@@ -331,6 +341,9 @@ func (s *Service) handleDeliveries(c *fiber.Ctx) error {
 }
 
 func (s *Service) handleDelivery(c *fiber.Ctx) error {
+	if err := gateway.CheckQuery(c); err != nil {
+		return err
+	}
 	v, err := s.Delivery(gateway.Context(c), gateway.Tenant(c), param(c, "delivery_id"))
 	if err != nil {
 		return err

@@ -144,6 +144,9 @@ func (s *Service) DeliveryStats(ctx context.Context, tenant string, f StatsFilte
 // 24 hours by default) and buckets (1-1000, 24 by default); every bad one
 // is named in one validation problem.
 func (s *Service) handleStats(c *fiber.Ctx) error {
+	if err := gateway.CheckQuery(c, "from", "to", "buckets"); err != nil {
+		return err
+	}
 	f := StatsFilter{Buckets: defaultStatsBuckets}
 	var errs []problem.FieldError
 	for _, q := range []struct {

@@ -35,8 +35,21 @@ func (s *Store) GetPluginVersion(ctx context.Context, name, sha256 string) (*sto
 }
 
 // ActivatePlugin makes a stored version the active one.
-func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.ActivePlugin, error) {
-	a := &store.ActivePlugin{Name: name, SHA256: sha256, UpdatedAt: now}
+func (s *Store) ActivatePlugin(ctx context.Context, name, sha256 string, now int64) (*store.PluginActivation, error) {
+	return s.activatePlugin(ctx, name, sha256, nil, now)
+}
+
+// ActivatePluginIf is ActivatePlugin done only while expected is the
+// active version ("" for none), else store.ErrVersionConflict.
+func (s *Store) ActivatePluginIf(ctx context.Context, name, sha256, expected string, now int64) (*store.PluginActivation, error) {
+	return s.activatePlugin(ctx, name, sha256, &expected, now)
+}
+
+// activatePlugin activates sha256, when expected is not nil only while
+// *expected is the active version: compared within the write transaction,
+// so no other activation comes in between.
+func (s *Store) activatePlugin(ctx context.Context, name, sha256 string, expected *string, now int64) (*store.PluginActivation, error) {
+	a := &store.PluginActivation{ActivePlugin: store.ActivePlugin{Name: name, SHA256: sha256, UpdatedAt: now}}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM plugin_versions WHERE name = ? AND sha256 = ?`, name, sha256).Scan(&one); err != nil {
@@ -49,10 +62,14 @@ FROM plugin_active a
 LEFT JOIN plugin_versions c ON c.name = a.name AND c.sha256 = a.sha256
 LEFT JOIN plugin_versions p ON p.name = a.name AND p.sha256 = a.previous
 WHERE a.name = ?`, name).Scan(&cur, &curVersion, &prev, &prevVersion, &updated)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if expected != nil && cur != *expected {
+			return fmt.Errorf("the active version is %q, not %q: %w", cur, *expected, store.ErrVersionConflict)
+		}
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
 		case cur == sha256:
 			// Re-activating the active version keeps its history.
 			a.Previous, a.PreviousVersion, a.UpdatedAt = prev, prevVersion, updated
@@ -60,6 +77,7 @@ WHERE a.name = ?`, name).Scan(&cur, &curVersion, &prev, &prevVersion, &updated)
 		default:
 			a.Previous, a.PreviousVersion = cur, curVersion
 		}
+		a.Changed = true
 		_, err = tx.ExecContext(ctx, `INSERT INTO plugin_active (name, sha256, previous, updated_at) VALUES (?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, previous = excluded.previous, updated_at = excluded.updated_at`,
 			name, sha256, a.Previous, now)
