@@ -42,8 +42,10 @@ type entry struct {
 	prevSHA  string
 	prevWasm []byte
 	// prevVersion is the version Rollback would restore, read by List
-	// without waiting for a swap under way.
+	// without waiting for a swap under way; prevShown is it with its
+	// SHA-256, as List shows them.
 	prevVersion atomic.Pointer[string]
+	prevShown   atomic.Pointer[[2]string]
 }
 
 // previous is the version an entry's Rollback would restore.
@@ -57,10 +59,12 @@ func (e *entry) setPrev(prev previous) {
 	e.prevSHA, e.prevWasm = prev.sha, prev.wasm
 	if prev.sha == "" {
 		e.prevVersion.Store(nil)
+		e.prevShown.Store(nil)
 		return
 	}
 	v := prev.version
 	e.prevVersion.Store(&v)
+	e.prevShown.Store(&[2]string{v, prev.sha})
 }
 
 // known describes the version of SHA-256 sha ("" for none) with what e
@@ -89,8 +93,10 @@ type Info struct {
 	SHA256   string    `json:"sha256"`
 	LoadedAt time.Time `json:"loaded_at"`
 	Stats    Stats     `json:"stats"`
-	// Previous is the version Rollback would restore, if any.
-	Previous *string `json:"previous,omitempty"`
+	// Previous is the version Rollback would restore, if any, and
+	// PreviousSHA256 its module's digest: two builds may share a version.
+	Previous       *string `json:"previous,omitempty"`
+	PreviousSHA256 *string `json:"previous_sha256,omitempty"`
 }
 
 // NewRegistry returns an empty registry loading through h.
@@ -345,9 +351,9 @@ func (r *Registry) List() []Info {
 			continue
 		}
 		info := infoOf(p)
-		if v := e.prevVersion.Load(); v != nil {
-			prev := *v
-			info.Previous = &prev
+		if shown := e.prevShown.Load(); shown != nil {
+			prev, sha := shown[0], shown[1]
+			info.Previous, info.PreviousSHA256 = &prev, &sha
 		}
 		out = append(out, info)
 	}

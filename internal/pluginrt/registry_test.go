@@ -134,6 +134,10 @@ func TestInstallUnderLoad(t *testing.T) {
 	if len(list) != 1 || list[0].Name != "ledger" || list[0].Version != "3.0.0" || list[0].Previous == nil || *list[0].Previous != "2.0.0" {
 		t.Errorf("List = %+v", list)
 	}
+	// Two builds may share a version: the digest tells them apart.
+	if sha := list[0].PreviousSHA256; sha == nil || *sha == "" || *sha != r.Previous("ledger") || *sha == list[0].SHA256 {
+		t.Errorf("List previous digest = %v, want the previous build's %s", sha, r.Previous("ledger"))
+	}
 }
 
 func TestInstallRefusedKeepsTheOldVersion(t *testing.T) {

@@ -3,8 +3,10 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -247,10 +249,11 @@ func TestBrowser(t *testing.T) {
 				chromedp.WaitVisible(row(v), chromedp.ByQuery),
 			}
 		}
-		var notice string
+		var notice, previous string
 		var sendable bool
 		run(t, signIn(operator), chromedp.WaitVisible("#plugins", chromedp.ByID),
 			upload(ledgerV1, "1.0.0"), upload(ledgerV2, "2.0.0"), shot("plugins-uploaded"),
+			text(row("2.0.0")+` td.previous`, &previous),
 			// The browser sends the roll back only with its box ticked.
 			chromedp.Evaluate(`document.querySelector('`+row("2.0.0")+` button.rollback').form.checkValidity()`, &sendable),
 			chromedp.Click(row("2.0.0")+` input.confirm-rollback`, chromedp.ByQuery),
@@ -258,6 +261,10 @@ func TestBrowser(t *testing.T) {
 			chromedp.WaitVisible(row("1.0.0"), chromedp.ByQuery), text("#notice", &notice), shot("plugins-rolled-back"))
 		if sendable {
 			t.Error("the roll back form could be sent without its confirmation box ticked")
+		}
+		// The previous build is named by its digest too.
+		if v1 := sha256Prefix(t, ledgerV1); previous != "1.0.0 ("+v1+")" {
+			t.Errorf("previous cell %q, want 1.0.0 (%s)", previous, v1)
 		}
 		// Two builds may carry one version: the notice names the build.
 		if !strings.Contains(notice, "rolled back to 1.0.0 (SHA-256 ") {
@@ -958,4 +965,16 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// sha256Prefix is the first 12 hex digits of a file's SHA-256, as the
+// plugins view shows digests.
+func sha256Prefix(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:12]
 }

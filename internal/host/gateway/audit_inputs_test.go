@@ -74,6 +74,12 @@ func TestNumberFiltersFollowTheBodysRules(t *testing.T) {
 				h.req("GET", list+"priority="+v, h.keyA, nil).wantFieldError(t, "priority", "range", "at most 100 digits")
 			})
 		}
+		// Numbers strconv reads and JSON does not.
+		for _, v := range []string{"0x1p3", ".5", "1.", "00"} {
+			t.Run(list+v, func(t *testing.T) {
+				h.req("GET", list+"priority="+v, h.keyA, nil).wantFieldError(t, "priority", "type", "written as in JSON")
+			})
+		}
 		for _, tc := range []struct {
 			q    string
 			want int

@@ -306,6 +306,10 @@ func (s *Server) refuseNonFinite(typ string, filters map[string]string) error {
 			// Not a number: the platform's to refuse.
 		case math.IsNaN(n) || math.IsInf(n, 0):
 			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: name + " must be a finite number"})
+		case !json.Valid([]byte(raw)):
+			// ParseFloat reads more than JSON numbers (0x1p3, +1, .5): a
+			// filter is written as a body's number is.
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeType, Message: name + " must be a number written as in JSON (such as 12.5 or 1e3)"})
 		case !store.NumberInRange([]byte(raw)):
 			errs = append(errs, invalidField(&store.InvalidInputError{Field: name, Reason: store.ReasonNumber}))
 		}

@@ -65,7 +65,7 @@ func refuseAmbiguousLength(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 // Transfer-Encoding and Content-Length together.
 func ambiguousLength(raw []byte) string {
 	var length []byte
-	hasLength, conflict, chunked := false, false, false
+	hasLength, conflict, encoded, other := false, false, false, false
 	eachRawHeader(raw, func(name, value []byte) {
 		switch {
 		case bytes.EqualFold(name, []byte(fiber.HeaderContentLength)):
@@ -75,14 +75,22 @@ func ambiguousLength(raw []byte) string {
 				conflict = true
 			}
 		case bytes.EqualFold(name, []byte(fiber.HeaderTransferEncoding)):
-			chunked = true
+			encoded = true
+			for _, coding := range bytes.Split(value, []byte{','}) {
+				other = other || !bytes.EqualFold(bytes.TrimSpace(coding), []byte("chunked"))
+			}
 		}
 	})
 	switch {
 	case conflict:
 		return "Conflicting Content-Length headers: the request's length is ambiguous"
-	case chunked && hasLength:
+	case encoded && hasLength:
 		return "Transfer-Encoding and Content-Length together: the request's length is ambiguous"
+	case other:
+		// RFC 9112 section 6.3: only a final chunked coding tells where
+		// a request's body ends, and fasthttp decodes no other coding
+		// (it would read gzip, chunked as chunked alone).
+		return "Transfer-Encoding other than chunked is not supported: the request's length is unknown"
 	}
 	return ""
 }

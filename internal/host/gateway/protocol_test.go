@@ -46,12 +46,14 @@ func rawExchange(t *testing.T, h *harness, raw string) (r *response, closed bool
 // Repeats of one value are one length. Transfer-Encoding beside a
 // Content-Length is refused the same way (RFC 9112 section 6.1: the
 // connection must close after it), where fasthttp had let the chunked
-// body win and kept the connection.
+// body win and kept the connection, and so is a Transfer-Encoding other
+// than chunked (section 6.3; fasthttp decodes no other coding).
 func TestConflictingContentLengthIsRefused(t *testing.T) {
 	t.Parallel()
 	h := setup(t, "sqlite")
 	const conflicting = "Conflicting Content-Length headers: the request's length is ambiguous"
 	const both = "Transfer-Encoding and Content-Length together: the request's length is ambiguous"
+	const unended = "Transfer-Encoding other than chunked is not supported: the request's length is unknown"
 	for _, tc := range []struct {
 		name, lengths, body string
 		detail              string // "" when the request is served
@@ -62,6 +64,9 @@ func TestConflictingContentLengthIsRefused(t *testing.T) {
 		{"chunked then length", "Transfer-Encoding: chunked\r\nContent-Length: 2\r\n", "2\r\n{}\r\n0\r\n\r\n", both},
 		{"length then chunked", "Content-Length: 2\r\ntransfer-encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", both},
 		{"chunked alone", "Transfer-Encoding: chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", ""},
+		{"gzip, chunked", "Transfer-Encoding: gzip, chunked\r\n", "2\r\n{}\r\n0\r\n\r\n", unended},
+		{"chunked, gzip", "Transfer-Encoding: chunked, gzip\r\n", "2\r\n{}\r\n0\r\n\r\n", unended},
+		{"identity", "Transfer-Encoding: identity\r\n", "{}", unended},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := "POST /v1/facts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-Key: " + h.keyA + "\r\n" +

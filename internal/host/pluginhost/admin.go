@@ -39,7 +39,7 @@ func (m *Manager) Mount(srv *gateway.Server, p *platform.Service, operatorTenant
 func Endpoints() []openapi.Endpoint { return gateway.Docs((*Manager)(nil).routes(nil, "")) }
 
 // pluginInfo is a loaded plugin as the admin endpoints show it.
-var pluginInfo = openapi.FreeObject("A plugin: name, version, sha256, what it serves (ledgers, handlers, commands), whether it is built in, and its previous version when it has one.")
+var pluginInfo = openapi.FreeObject("A plugin: name, version, sha256, what it serves (ledgers, handlers, commands), whether it is built in, and its previous version (previous, previous_sha256) when it has one.")
 
 func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.Route {
 	const (
