@@ -26,7 +26,6 @@ import (
 	"time"
 
 	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -69,7 +68,6 @@ func serve(t *testing.T, a *app.App) string {
 
 // TestBrowser drives the console in one Chromium shared by the subtests.
 func TestBrowser(t *testing.T) {
-	chromium := testutil.Chromium(t)
 	ledgerV1, ledgerV2, cacheDir := ledgerVersions(t)
 	rc := newReceiver(t)
 	a := setup(t, app.Config{Addr: "127.0.0.1:0", PluginCacheDir: cacheDir,
@@ -78,36 +76,13 @@ func TestBrowser(t *testing.T) {
 	out := artifacts(t)
 	t.Logf("screenshots in %s", out)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium),
-		chromedp.NoSandbox, chromedp.Flag("headless", true), chromedp.WindowSize(1280, 800))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Run(browser); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	// run does the actions in a fresh tab with no cookies, within a minute.
+	run := chromeTabs(t)
 
 	operator, _ := newKey(t, a, "operator", auth.ModeAdmin)
 	acmeAdmin, _ := newKey(t, a, "acme", auth.ModeAdmin)
 	acmeLive, _ := newKey(t, a, "acme", auth.ModeLive)
 
-	// run does the actions in a fresh tab with no cookies, within a minute.
-	run := func(t *testing.T, actions ...chromedp.Action) {
-		t.Helper()
-		tab, cancel := chromedp.NewContext(browser)
-		defer cancel()
-		tab, cancelT := context.WithTimeout(tab, time.Minute)
-		defer cancelT()
-		if err := chromedp.Run(tab, append([]chromedp.Action{network.ClearBrowserCookies()}, actions...)...); err != nil {
-			// Say where the page was: a fresh context, the tab's may be done.
-			var loc, body string
-			dctx, cancelD := context.WithTimeout(context.WithoutCancel(tab), 5*time.Second)
-			defer cancelD()
-			_ = chromedp.Run(dctx, chromedp.Location(&loc), chromedp.Text("body", &body, chromedp.ByQuery))
-			t.Fatalf("%v (page %s: %.400s)", err, loc, body)
-		}
-	}
 	signIn := func(key string) chromedp.Action {
 		return chromedp.Tasks{
 			chromedp.Navigate(base + "/console/sign-in"),
