@@ -34,6 +34,10 @@ func entityParam(r *manifest.Route, params map[string]string) (string, bool) {
 // when sent, must be the route's); subtype, timestamp and source_id are
 // accepted too. Output {factId, seq, timestamp}, 201.
 func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]string) error {
+	// The input is the body: a query string would be ignored.
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	m, raw, err := readJSON(c)
 	if err != nil {
 		return err
@@ -94,6 +98,10 @@ func (s *Server) actionGet(c *fiber.Ctx, r *manifest.Route, params map[string]st
 // actionCreate creates an entity of the route's type from {type?, id?,
 // data}. Output {id, entity}, 201.
 func (s *Server) actionCreate(c *fiber.Ctx, r *manifest.Route) error {
+	// The input is the body: a query string would be ignored.
+	if err := checkQuery(c); err != nil {
+		return err
+	}
 	m, raw, err := readJSON(c)
 	if err != nil {
 		return err

@@ -14,7 +14,8 @@ import (
 )
 
 // echoLedger serves account entities: earn records a deposit whose data
-// is the command's input, summary answers its input, and nothing else.
+// is the command's input (as does tip, served at /v1/entities/:id/tip),
+// summary answers its input, and nothing else.
 type echoLedger struct{ decides atomic.Int64 }
 
 func (l *echoLedger) Name() string         { return "account" }
@@ -22,6 +23,7 @@ func (l *echoLedger) StateDependent() bool { return false }
 func (l *echoLedger) Commands() []ledger.CommandSpec {
 	return []ledger.CommandSpec{
 		{Name: "earn", Emits: []string{"deposit"}},
+		{Name: "tip", Method: "POST", Path: "/tip", Emits: []string{"deposit"}},
 		{Name: "summary", Method: "GET", Path: "/summary", ReadOnly: true},
 	}
 }

@@ -75,7 +75,7 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 		}
 		return problem.Newf(problem.NotFound, "No route matches %s %s", c.Method(), c.Path())
 	}
-	return s.runCommand(c, e, cmd, hint, nil)
+	return s.runCommand(c, e, cmd, hint, nil, "entity_type")
 }
 
 // actionCommand serves a manifest route of action command: the ledger
@@ -112,8 +112,9 @@ func (s *Server) actionCommand(c *fiber.Ctx, r *manifest.Route, params map[strin
 // runCommand reads a command's input from the request (the query string
 // of a GET or DELETE or of a bodiless read, else the JSON body), adds
 // extra members and runs it: the one command path of entityCommand and
-// actionCommand.
-func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpec, hint string, extra map[string]any) error {
+// actionCommand. A command whose input is the body refuses query
+// parameters other than bodyQuery: they would be ignored.
+func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpec, hint string, extra map[string]any, bodyQuery ...string) error {
 	entityID := e.ID
 	var input []byte
 	var err error
@@ -133,6 +134,9 @@ func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpe
 		}
 		input, _ = json.Marshal(q)
 	} else {
+		if err := checkQuery(c, bodyQuery...); err != nil {
+			return err
+		}
 		// The input is bounded here, before the plugin is called, so an
 		// oversized one costs a quick refusal instead of the plugin's
 		// deadline.

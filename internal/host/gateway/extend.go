@@ -19,14 +19,15 @@ import (
 // manifest's routes are matched first; a request none of them serves
 // falls through to mounted endpoints.
 //
-// A GET endpoint refuses a query parameter its documentation does not
+// Every endpoint refuses a query parameter its documentation does not
 // name, and any given twice, before h runs (see checkQuery): a read that
-// ignored a misspelt filter (?stauts=dead) would answer as if unfiltered.
+// ignored a misspelt filter (?stauts=dead) would answer as if unfiltered,
+// a write that ignored one would go ahead.
 func (s *Server) Mount(doc openapi.Endpoint, h fiber.Handler) {
 	if doc.Method == fiber.MethodGet {
 		h = checkingQuery(doc, h)
 	}
-	s.handle(doc, false, h)
+	s.handle(doc, false, h) // which checks a write's query
 }
 
 // checkingQuery runs h after checking the request's query parameters

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -281,4 +282,75 @@ func TestOutOfRangeIntegers(t *testing.T) {
 			h.req(tc.method, tc.path, h.keyA, body).wantFieldError(t, tc.field, tc.code, tc.msg)
 		})
 	}
+}
+
+// TestWritesRefuseUnknownQueryParameters: a write takes its input from its
+// path and body, so a query parameter it does not document
+// (?dry_run=true) would be ignored while the write went ahead. Platform
+// writes, manifest create, emit and command routes and the platform's
+// command paths refuse it, and nothing is written.
+func TestWritesRefuseUnknownQueryParameters(t *testing.T) {
+	t.Parallel()
+	h := setupGateway(t, "sqlite")
+	acct := h.account(t, h.keyA)
+	cfg := str(h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "limits", "settings": map[string]any{}}).wantStatus(t, 201).data()["id"])
+	for _, tc := range []struct {
+		method, path, key string
+		body              any
+	}{
+		{"POST", "/v1/entities?dry_run=true", h.keyA, validAccount},
+		{"PATCH", "/v1/entities/" + acct + "?dry_run=true", h.keyA, map[string]any{"version": 1, "name": "Other"}},
+		{"POST", "/v1/facts?dry_run=true", h.keyA, map[string]any{"entity_id": acct, "type": "deposit", "data": map[string]any{"amount": 1}}},
+		{"POST", "/v1/configs?dry_run=true", h.keyA, map[string]any{"type": "limits", "settings": map[string]any{}}},
+		{"PUT", "/v1/configs/" + cfg + "?dry_run=true", h.keyA, map[string]any{"settings": map[string]any{"a": 1}}},
+		{"DELETE", "/v1/configs/" + cfg + "?dry_run=true", h.keyA, nil},
+		{"POST", "/v1/admin/keys?dry_run=true", h.adminA, map[string]any{"mode": "live"}},
+		{"POST", "/v1/tickets?dry_run=true", h.keyA, map[string]any{"data": map[string]any{"subject": "S", "priority": 2}}},
+		{"POST", "/v1/deposits?dry_run=true", h.keyA, map[string]any{"entityId": acct, "data": map[string]any{"amount": 1}}},
+		{"POST", "/v1/accounts/" + acct + "/deposits?dry_run=true", h.keyA, map[string]any{"data": map[string]any{"amount": 1}}},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			h.req(tc.method, tc.path, tc.key, tc.body).wantFieldError(t, "dry_run", "unknown_field", "unknown query parameter dry_run")
+		})
+	}
+	// Nothing was written: one account, no facts, the config as created.
+	if n := len(h.req("GET", "/v1/entities?entity_type=account", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)); n != 1 {
+		t.Errorf("%d accounts after refused writes, want 1", n)
+	}
+	if n := len(h.req("GET", "/v1/entities/"+acct+"/facts", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)); n != 0 {
+		t.Errorf("%d facts after refused writes, want 0", n)
+	}
+	if v := h.req("GET", "/v1/configs/"+cfg, h.keyA, nil).wantStatus(t, 200).data()["version"]; v != json.Number("1") {
+		t.Errorf("config at version %v after refused writes, want 1", v)
+	}
+	if n := len(h.req("GET", "/v1/tickets", h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)); n != 0 {
+		t.Errorf("%d tickets after refused writes, want 0", n)
+	}
+	// What a write documents, it takes.
+	h.req("PATCH", "/v1/entities/"+acct+"?entity_type=account", h.keyA, map[string]any{"version": 1, "name": "Other"}).wantStatus(t, 200)
+}
+
+// TestCommandsWithABodyRefuseQueryParameters: a command whose input is its
+// body would ignore a query string; only entity_type, which names the
+// type up front on the platform's command paths, is taken beside it.
+func TestCommandsWithABodyRefuseQueryParameters(t *testing.T) {
+	t.Parallel()
+	h, l := setupCommandRoutes(t, "sqlite")
+	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	for _, path := range []string{"/api/accounts/" + ent + "/earn?amount=9", "/v1/entities/" + ent + "/tip?amount=9",
+		"/api/accounts/" + ent + "/earn?entity_type=account"} {
+		t.Run(path, func(t *testing.T) {
+			field := "amount"
+			if strings.Contains(path, "entity_type") {
+				field = "entity_type"
+			}
+			h.req("POST", path, h.keyA, `{"amount":5}`).wantFieldError(t, field, "unknown_field", "unknown query parameter "+field)
+		})
+	}
+	if n := l.decides.Load(); n != 0 {
+		t.Fatalf("the ledger decided %d refused commands", n)
+	}
+	h.req("POST", "/v1/entities/"+ent+"/tip?entity_type=account", h.keyA, `{"amount":5}`).wantStatus(t, 201)
+	// A command read from the query string takes its parameters.
+	h.req("GET", "/api/accounts/"+ent+"/summary?q=1", h.keyA, nil).wantStatus(t, 200)
 }

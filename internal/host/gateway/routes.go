@@ -90,6 +90,12 @@ func (s *Server) handle(doc openapi.Endpoint, withHead bool, h fiber.Handler) {
 	case openapi.AdminKey:
 		handlers = append(handlers, s.requireKey, requireAdmin)
 	}
+	if doc.Method != fiber.MethodGet {
+		// A write takes its input from its path and body: a query
+		// parameter it does not document (?dry_run=true) would be
+		// ignored while the write goes ahead, so it is refused first.
+		h = checkingQuery(doc, h)
+	}
 	handlers = append(handlers, h)
 	if withHead && doc.Method == fiber.MethodGet {
 		s.app.Get(doc.Path, handlers...)
