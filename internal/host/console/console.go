@@ -231,8 +231,15 @@ func (c *Console) operatorOnly(h handler) handler {
 	}
 }
 
-func (c *Console) setCookie(fc *fiber.Ctx, token string, expires time.Time) {
-	fc.Cookie(&fiber.Cookie{Name: CookieName, Value: token, Path: Prefix, Expires: expires,
+// cookieGrace is how long the session cookie outlives its session: a
+// browser drops a cookie when it expires, so a cookie expiring with its
+// session would bring the next page to a bare sign-in form; one still
+// sent opens no session and the sign-in page says the session ended. The
+// token is worth nothing once its session has expired.
+const cookieGrace = 24 * time.Hour
+
+func (c *Console) setCookie(fc *fiber.Ctx, token string, sessionExpires time.Time) {
+	fc.Cookie(&fiber.Cookie{Name: CookieName, Value: token, Path: Prefix, Expires: sessionExpires.Add(cookieGrace),
 		HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode, Secure: fc.Protocol() == "https"})
 }
 
