@@ -117,6 +117,10 @@ func leakIgnores() []goleak.Option {
 		// fasthttp refreshes the Date header of every server once a
 		// second from one goroutine it starts on first use and never ends.
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		// A stopped server's worker pool cleaner ends when it next wakes,
+		// up to 10 s later (fasthttp's MaxIdleWorkerDuration): waiting for
+		// it cost every package that serves HTTP 10 s at exit.
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 	}
 }
 

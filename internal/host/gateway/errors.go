@@ -122,7 +122,7 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 		case errors.Is(err, fasthttp.ErrBodyTooLarge):
 			return s.bodyTooLarge(c)
 		case errors.As(err, &ne) && ne.Timeout():
-			return problem.Wrap(problem.BadRequest, "The request took too long to arrive", err)
+			return problem.Wrap(problem.RequestTimeout, "The request took too long to arrive", err)
 		}
 		return problem.Wrap(problem.BadRequest, "The request is not well-formed HTTP/1.1", err)
 	}

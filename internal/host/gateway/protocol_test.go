@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/factline/factline/internal/host/gateway"
 )
 
 // rawExchange writes raw bytes on a fresh connection to the harness's
@@ -102,6 +104,30 @@ func TestOversizedHeadersAre431(t *testing.T) {
 	r.wantProblem(t, 431, "request-header-fields-too-large", "Request Header Fields Too Large", "Request line and headers exceed the limit of 4096 bytes")
 	if !closed {
 		t.Fatal("connection left open")
+	}
+}
+
+// TestStalledRequestIs408: a request whose headers or body stop arriving
+// is answered 408 request-timeout when the request timeout runs out, and
+// its connection closed: the client was slow, the request not malformed.
+func TestStalledRequestIs408(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	var err error
+	if h.srv, err = gateway.New(gateway.Config{DocsURL: docsURL, RequestTimeout: 300 * time.Millisecond}, h.deps); err != nil {
+		t.Fatal(err)
+	}
+	for name, raw := range map[string]string{
+		"headers unended": "GET /v1/facts HTTP/1.1\r\nHost: x\r\nX-API-Key: " + h.keyA + "\r\n",
+		"body short":      "POST /v1/facts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nX-API-Key: " + h.keyA + "\r\n\r\n{",
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, closed := rawExchange(t, h, raw)
+			r.wantProblem(t, 408, "request-timeout", "Request Timeout", "The request took too long to arrive")
+			if !closed {
+				t.Fatal("connection left open")
+			}
+		})
 	}
 }
 

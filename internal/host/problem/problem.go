@@ -46,6 +46,7 @@ var explanations = map[string]string{
 
 	// Answered by the transport, before any route runs.
 	"request-header-fields-too-large": "The request line and headers together are larger than the server reads (4096 bytes). Send fewer or shorter headers; the connection is closed after this answer.",
+	"request-timeout":                 "The request's headers or body did not arrive whole within the server's request timeout (30 s by default). Send the request again at once; the connection is closed after this answer and nothing of the request was carried out.",
 }
 
 // The catalogue. Slugs and titles are part of the contract.
@@ -68,6 +69,10 @@ var (
 	// HeadersTooLarge is answered by the transport to a request whose
 	// headers do not fit its read buffer.
 	HeadersTooLarge = Kind{http.StatusRequestHeaderFieldsTooLarge, "request-header-fields-too-large", "Request Header Fields Too Large"}
+	// RequestTimeout is answered by the transport to a request that did
+	// not arrive whole within the request timeout (a slow or stalled
+	// client), as against Timeout, the server's own work running late.
+	RequestTimeout = Kind{http.StatusRequestTimeout, "request-timeout", "Request Timeout"}
 )
 
 // Catalogue lists every kind, for documentation pages and tests.
@@ -75,7 +80,7 @@ var Catalogue = []Kind{
 	BadRequest, ValidationFailed, Unauthorized, Forbidden, NotFound,
 	MethodNotAllowed, Conflict, PayloadTooLarge, UnsupportedMediaType,
 	Unprocessable, RateLimitExceeded, Internal, Unavailable, Timeout,
-	HeadersTooLarge,
+	HeadersTooLarge, RequestTimeout,
 }
 
 // FieldError is one field-level validation error.
