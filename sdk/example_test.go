@@ -148,6 +148,22 @@ func ExampleFact_Decode() {
 	// Output: 12.5 <nil>
 }
 
+// A raw append recorded as it came: Data is the input's JSON object,
+// kept byte for byte.
+func ExampleAppendInput() {
+	passThrough := &sdk.Ledger[Wallet]{
+		Name: "raw", Version: "1.0.0", EntityTypes: []string{"wallet"}, Emits: []string{"topped_up"},
+		Evolve: wallet.Evolve,
+		Commands: []sdk.Decider[Wallet]{
+			sdk.Write(sdk.Command{Name: abi.CommandAppend}, func(_ Wallet, cmd sdk.Cmd[sdk.AppendInput]) ([]sdk.NewFact, error) {
+				return []sdk.NewFact{{Type: cmd.Input.Type, Subtype: cmd.Input.Subtype, Data: cmd.Input.Data}}, nil
+			}),
+		},
+	}
+	call(passThrough, abi.ExportDecide, `{"command":"append","input":{"type":"topped_up","subtype":"card","data":{"amount":1.50}}}`)
+	// Output: status 0: {"facts":[{"type":"topped_up","subtype":"card","data":{"amount":1.50}}]}
+}
+
 func ExampleAppendInput_DecodeData() {
 	appendOnly := &sdk.Ledger[Wallet]{
 		Name: "raw", Version: "1.0.0", EntityTypes: []string{"wallet"}, Emits: []string{"topped_up"},

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -154,7 +155,11 @@ type AppendInput struct {
 	Type      string
 	Subtype   string
 	Timestamp int64
-	Data      []byte // raw JSON (shares the input; valid during the call)
+	// Data is the raw JSON object, sharing the input (valid during the
+	// call). As a json.RawMessage it is recorded as it is when given as
+	// a NewFact's Data; a plain []byte would be encoded as a base64
+	// string, which the host refuses as fact data.
+	Data json.RawMessage
 
 	dec *Decoder
 }

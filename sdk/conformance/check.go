@@ -633,6 +633,10 @@ func (k *kit) replay(ctx context.Context) {
 						k.add(CheckReplay, Fail, "command %q recorded a %q fact, which describe does not list among the fact types it emits", s.command, nf.Type)
 						return
 					}
+					if fault := newFactFault(nf); fault != "" {
+						k.add(CheckReplay, Fail, "command %q recorded a %q fact %s; the host refuses such a decision as a fault of the ledger (500)", s.command, nf.Type, fault)
+						return
+					}
 					seq := int64(len(facts) + 1)
 					f := abi.Fact{ID: fmt.Sprintf("fct_conformance_%s_%d", t, seq), Type: nf.Type, Subtype: nf.Subtype, TenantID: ent.TenantID,
 						EntityID: ent.ID, EntityType: t, Seq: seq, Position: seq, Timestamp: nf.Timestamp, Data: nf.Data}
@@ -713,6 +717,42 @@ func (k *kit) actions(ctx context.Context) {
 		}
 	}
 	k.add(CheckReplay, Pass, "a subscription has no state to replay; its handlers returned %d well-formed actions", n)
+}
+
+// maxFactTime is the latest fact timestamp the host stores,
+// 9999-12-31T23:59:59.999Z.
+const maxFactTime = 253402300799999
+
+// newFactFault says what the host would refuse in a decided fact (the
+// rules of sdk/ABI.md, "decide"), or "" when it records it: data that is
+// no JSON object (a []byte given as NewFact.Data is encoded as a base64
+// string), a subtype that is no lowercase name of at most 64 characters,
+// a timestamp before the epoch or after the year 9999.
+func newFactFault(nf abi.NewFact) string {
+	if d := bytes.TrimSpace(nf.Data); len(d) > 0 && string(d) != "null" && d[0] != '{' {
+		return fmt.Sprintf("whose data is not a JSON object: %s", clip(string(d)))
+	}
+	if nf.Subtype != "" && !lowercaseName(nf.Subtype, 64) {
+		return fmt.Sprintf("with subtype %.80q, not a lowercase name of at most 64 characters", nf.Subtype)
+	}
+	if nf.Timestamp < 0 || nf.Timestamp > maxFactTime {
+		return fmt.Sprintf("with timestamp %d, outside 0 to %d (the year 9999)", nf.Timestamp, int64(maxFactTime))
+	}
+	return ""
+}
+
+// lowercaseName reports s matching [a-z][a-z0-9_]* in at most limit bytes.
+func lowercaseName(s string, limit int) bool {
+	if len(s) == 0 || len(s) > limit || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 func jsonEqual(a, b json.RawMessage) bool {

@@ -22,7 +22,7 @@ var (
 	fixtureErr error
 )
 
-var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "sleeps", "hog", "nondeterministic", "panics", "points"}
+var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "sleeps", "hog", "nondeterministic", "panics", "points", "bytesdata"}
 
 func TestMain(m *testing.M) {
 	var mu sync.Mutex
@@ -75,6 +75,7 @@ func TestBrokenFixtures(t *testing.T) {
 		{"loop", conformance.CheckDeadline, `ran past the 1s deadline and were stopped by the host, first decide spin`},
 		{"hog", conformance.CheckMemory, "memory grew from"},
 		{"nondeterministic", conformance.CheckDeterminism, `decide "stamp" (thing, input {}) answered differently to the same input`},
+		{"bytesdata", conformance.CheckReplay, `command "note" recorded a "noted" fact whose data is not a JSON object: "eyJ0ZXh0IjoiaGkifQ=="`},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			t.Parallel()
