@@ -65,6 +65,38 @@ func TestCommandsRefuseArguments(t *testing.T) {
 	}
 }
 
+// TestMalformedDatabaseURLIsAUsageError: a --database-url that is no
+// Postgres URL or connection string is exit 2 on every command that opens
+// the store, before it opens anything, and the value (it may hold a
+// password) is not repeated.
+func TestMalformedDatabaseURLIsAUsageError(t *testing.T) {
+	t.Parallel()
+	const url = "mysql://app:s3cret@db.example:3306/app"
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0"},
+		{"migrate", "up"},
+		{"migrate", "status"},
+		{"keys", "list"},
+		{"webhooks", "dead-letters", "--tenant", "t"},
+		{"ledger", "rebuild", "--tenant", "t", "--entity-type", "account"},
+	} {
+		name := strings.Join(args[:2], " ")
+		if args[0] == "serve" {
+			name = "serve"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "data")
+			out, errOut, code := cliWithin(t, time.Minute, nil, append(args, "--database-url", url, "--data-dir", dir)...)
+			want := "factline " + name + ": --database-url: want a Postgres URL"
+			if code != 2 || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "s3cret") || out != "" {
+				t.Fatalf("exit %d (want 2)\n%s%s\nwant stderr to start with %q, without the password", code, out, errOut, want)
+			}
+			assertNotCreated(t, dir)
+		})
+	}
+}
+
 // TestServeRefusesBadFlagValues: a serve flag value serve cannot run
 // with, or would silently replace with a default, is one line on stderr
 // and exit 2 before the data dir is created (no migration, no plugin
@@ -219,6 +251,29 @@ func TestCommandsNeedAnExistingStore(t *testing.T) {
 	}
 	if out, errOut, code := cli(t, nil, "keys", "create", "--tenant", "acme", "--data-dir", dir); code != 0 || !strings.HasPrefix(out, "fl_live_") {
 		t.Fatalf("keys create after migrate up: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestLedgerRebuildKnowsTheGatewayManifestsTypes: entity types a gateway
+// manifest declares (ticket in manifests/gateway.yaml) are platform types
+// when served, so ledger rebuild takes the manifest to know them too.
+func TestLedgerRebuildKnowsTheGatewayManifestsTypes(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if out, errOut, code := cli(t, nil, "migrate", "up", "--data-dir", dir); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errOut)
+	}
+	args := []string{"ledger", "rebuild", "--tenant", "acme", "--entity-type", "ticket", "--data-dir", dir}
+	if _, errOut, code := cli(t, nil, args...); code != 1 || !strings.Contains(errOut, "Unknown entity type: ticket") {
+		t.Fatalf("without the manifest: exit %d, stderr %s; want 1 and the unknown type", code, errOut)
+	}
+	gw, err := filepath.Abs("../../manifests/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli(t, nil, append(args, "--manifest", gw)...)
+	if code != 0 || out != "rebuilt 0 ticket entities of tenant acme from 0 facts; 0 snapshots changed\n" {
+		t.Fatalf("with the manifest: exit %d\n%s%s", code, out, errOut)
 	}
 }
 

@@ -28,6 +28,9 @@ func migrateFlags(sub string, args []string, stdout, stderr io.Writer) (app.Conf
 	if err := noArgs(fs); err != nil {
 		return app.Config{}, nil, err
 	}
+	if err := sf.check(fs.Name()); err != nil {
+		return app.Config{}, nil, err
+	}
 	return app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Logger: quietLogger(stderr)}, &sf, nil
 }
 

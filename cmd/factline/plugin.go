@@ -87,6 +87,7 @@ func runLedgerRebuild(ctx context.Context, args []string, stdout, stderr io.Writ
 	typ := fs.String("entity-type", "", "entity type to rebuild (required)")
 	var domains listFlag
 	fs.Var(&domains, "domain", "domain manifest file or directory layered over the built-in one (repeatable)")
+	gatewayManifest := fs.String("manifest", "", "gateway (route) manifest whose entity types to know, as serve --manifest")
 	pluginsDir := fs.String("plugins-dir", "", "directory of plugin modules (*.wasm)")
 	if err := parse(fs, args, stdout); err != nil {
 		return err
@@ -100,7 +101,8 @@ func runLedgerRebuild(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := sf.requireStore("ledger rebuild"); err != nil {
 		return err
 	}
-	a, err := app.New(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Domains: domains, PluginsDir: *pluginsDir, Logger: quietLogger(stderr)})
+	a, err := app.New(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Domains: domains, Manifest: *gatewayManifest,
+		PluginsDir: *pluginsDir, Logger: quietLogger(stderr)})
 	if err != nil {
 		return err
 	}

@@ -89,6 +89,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return bad("--secret-key: want 32 bytes, base64 or hex encoded (for example from openssl rand -base64 32)")
 		}
 	}
+	if err := sf.check("serve"); err != nil {
+		return err
+	}
 	if *redisURL != "" {
 		if err := app.CheckRedisURL(*redisURL); err != nil {
 			return bad("--redis-url: %v", err)

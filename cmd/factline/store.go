@@ -22,6 +22,19 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "directory of the embedded store and other local state")
 }
 
+// check refuses a --database-url that is no Postgres URL or key=value
+// connection string as a usage error (exit 2), before anything is opened.
+// The value is not repeated: it may hold a password.
+func (f *storeFlags) check(cmd string) error {
+	if f.databaseURL == "" {
+		return nil
+	}
+	if err := app.CheckDatabaseURL(f.databaseURL); err != nil {
+		return usageErr("factline %s: --database-url: want a Postgres URL (postgres://user:password@host:5432/db) or a key=value connection string (host=... dbname=...)", cmd)
+	}
+	return nil
+}
+
 // requireStore refuses an embedded data dir that holds no store yet, for
 // the commands that only read or change an existing one (cmd): opening it
 // would create an empty store no server uses, as a mistyped --data-dir
@@ -29,7 +42,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 // checked here: opening it says whether the database answers.
 func (f *storeFlags) requireStore(cmd string) error {
 	if f.databaseURL != "" {
-		return nil
+		return f.check(cmd)
 	}
 	dir := f.dataDir
 	if dir == "" {

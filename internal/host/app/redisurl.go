@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/factline/factline/internal/host/store/postgres"
 )
 
 // redisConfig is a parsed --redis-url: one server (redis://, rediss://,
@@ -24,6 +26,10 @@ func CheckRedisURL(raw string) error {
 	_, err := parseRedisURL(raw)
 	return err
 }
+
+// CheckDatabaseURL reports whether raw is a Postgres connection URL or
+// key=value string the app can open, without connecting.
+func CheckDatabaseURL(raw string) error { return postgres.CheckURL(raw) }
 
 // parseRedisURL parses --redis-url. A cluster URL lists seed nodes
 // separated by commas, redis+cluster://[user:pass@]host1:6379,host2:6379[/?opts],

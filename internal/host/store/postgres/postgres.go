@@ -97,6 +97,20 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// ErrInvalidURL: a database URL that is neither a postgres:// URL nor a
+// key=value connection string. Its text never quotes the URL, which may
+// hold a password.
+var ErrInvalidURL = errors.New("postgres: open: invalid connection URL")
+
+// CheckURL reports whether url is a connection URL Open can use, without
+// connecting: for a command line to check before it opens anything.
+func CheckURL(url string) error {
+	if _, err := pgxpool.ParseConfig(url); err != nil || url == "" {
+		return ErrInvalidURL
+	}
+	return nil
+}
+
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string), applies pending schema migrations and returns the
 // Store.
@@ -126,7 +140,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// The message of a parse error may quote the password; keep it out.
-		return nil, errors.New("postgres: open: invalid connection URL")
+		return nil, ErrInvalidURL
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
