@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -506,6 +507,26 @@ func (k *kit) samples() []sample {
 	return out
 }
 
+// unusedSamples names sample inputs given for a command (or sample facts
+// for a handler) the plugin does not describe, which no check would
+// use: a misspelt --input would leave the command checked with {} alone.
+func (k *kit) unusedSamples() string {
+	var names []string
+	for _, c := range k.desc.Commands {
+		names = append(names, c.Name)
+	}
+	what, given := "command", slices.Sorted(maps.Keys(k.opts.Inputs))
+	if k.desc.Kind == abi.KindSubscription {
+		what, names, given = "handler", k.desc.Handlers, slices.Sorted(maps.Keys(k.opts.Facts))
+	}
+	for _, name := range given {
+		if !slices.Contains(names, name) {
+			return fmt.Sprintf("a sample input is given for %s %q, which the plugin does not describe (its %ss: %s)", what, name, what, strings.Join(names, ", "))
+		}
+	}
+	return ""
+}
+
 func (k *kit) sampleFact(factType, subtype string) abi.Fact {
 	return abi.Fact{ID: "fct_conformance_1", Type: factType, Subtype: subtype, TenantID: "conformance",
 		EntityID: "conformance-entity", EntityType: "conformance", Seq: 1, Position: 1, Timestamp: k.opts.Now,
@@ -604,6 +625,10 @@ func clip(s string) string {
 }
 
 func (k *kit) replay(ctx context.Context) {
+	if unused := k.unusedSamples(); unused != "" {
+		k.add(CheckReplay, Fail, "%s", unused)
+		return
+	}
 	if k.desc.Kind == abi.KindSubscription {
 		k.actions(ctx)
 		return

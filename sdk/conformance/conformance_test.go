@@ -175,6 +175,22 @@ func TestReplayWithNothingToReplayWarns(t *testing.T) {
 	}
 }
 
+// TestSampleForAnUndescribedCommandFails: an input given for a command
+// the plugin does not describe (a misspelt --input) would be used by no
+// check; replay fails naming it and the commands there are.
+func TestSampleForAnUndescribedCommandFails(t *testing.T) {
+	t.Parallel()
+	opts := options()
+	opts.Inputs = map[string][]string{"earn": {`{"points":5}`}, "eran": {`{"points":5}`}}
+	opts.Calls = 200
+	r := conformance.Check(t.Context(), fixture(t, "points"), opts)
+	res, _ := r.Result(conformance.CheckReplay)
+	const want = `a sample input is given for command "eran", which the plugin does not describe (its commands: earn, points, append)`
+	if r.Passed() || res.Outcome != conformance.Fail || res.Message != want {
+		t.Fatalf("replay: %s %q, want FAIL %q", res.Outcome, res.Message, want)
+	}
+}
+
 func TestNotAModule(t *testing.T) {
 	t.Parallel()
 	r := conformance.Check(t.Context(), []byte("not wasm"), options())
