@@ -93,7 +93,8 @@ type result struct {
 func (r *result) success() bool { return r.errType == "" }
 
 func (r *result) fail(typ, code, msg string) {
-	r.errType, r.errCode, r.errMsg = typ, code, msg
+	// msg may quote the receiver (a Location header, a status text).
+	r.errType, r.errCode, r.errMsg = typ, code, recordable(msg)
 }
 
 // newHTTPClient builds the delivery client: every connection goes through
@@ -324,7 +325,7 @@ func recordHeaders(h http.Header) map[string]string {
 		if len(out) == maxRecordedHeaders {
 			break
 		}
-		out[k] = truncate(strings.Join(h[k], ", "), maxHeaderValue)
+		out[recordable(k)] = recordable(truncate(strings.Join(h[k], ", "), maxHeaderValue))
 	}
 	return out
 }
@@ -333,7 +334,15 @@ func recordBody(b []byte) string {
 	if len(b) > maxRecordedBody {
 		b = b[:maxRecordedBody]
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return recordable(string(b))
+}
+
+// recordable is a receiver's text as the webhook.sent fact can store it:
+// invalid UTF-8 and NUL characters, which no stored string may hold, are
+// replaced by U+FFFD. A NUL in a 2xx body had made the outcome
+// unrecordable, failing every outcome committed with it.
+func recordable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 func truncate(s string, n int) string {

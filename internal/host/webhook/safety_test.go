@@ -3,7 +3,9 @@ package webhook
 import (
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/teststore"
 )
 
 func TestAddressPolicy(t *testing.T) {
@@ -352,4 +355,70 @@ func TestInterruptedAttemptRecorded(t *testing.T) {
 			t.Errorf("requests %d", len(hs))
 		}
 	})
+}
+
+// A receiver's 2xx body and headers with NUL characters and invalid
+// UTF-8, which no stored string may hold, are recorded with U+FFFD in
+// their place: the outcome had been unrecordable, so the delivery was
+// sent again and again although the receiver took it.
+func TestResponseWithNULsIsRecorded(t *testing.T) {
+	t.Parallel()
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backend, func(int, *http.Request) (int, map[string]string, string) {
+				return http.StatusOK, nil, "ok\x00\xff\xfe"
+			})
+			e.createConfig(platform.ConfigInput{Settings: e.settings(nil)})
+			e.start()
+			e.deal("deal-1")
+			e.emit("deal-1", "deal_won", nil)
+			id := e.waitDeliveries(1)[0].DeliveryID
+			e.waitRow(id, "sent", func(r *store.OutboxRow) bool { return r.Status == store.OutboxSent })
+			r := checkInvariants(t, e.st, tenantA, nil)[id][0]
+			if got := r.str("response_body"); got != "ok\uFFFD\uFFFD" { // the NUL, then the run of invalid bytes
+				t.Errorf("recorded body %q", got)
+			}
+		})
+	}
+}
+
+func TestRecordableText(t *testing.T) {
+	for in, want := range map[string]string{"ok": "ok", "a\x00b": "a\uFFFDb", "\xff": "\uFFFD", "é\x00": "é\uFFFD"} {
+		if got := recordable(in); got != want {
+			t.Errorf("recordable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A change the store refuses for its content fails alone and at once:
+// committed in a batch it had failed the batch's other changes with it,
+// at every retry, holding up every tenant's outcomes.
+func TestRefusedChangeFailsAlone(t *testing.T) {
+	t.Parallel()
+	st := teststore.Open(t, "sqlite")
+	d := &deliverer{s: &Service{st: st, log: quietLogger()}, hardCtx: t.Context()}
+	fact := func(id, data string) store.Fact {
+		return store.Fact{ID: id, TenantID: tenantA, Type: "webhook", Subtype: "sent", Data: json.RawMessage(data), Timestamp: 1}
+	}
+	results := make([]chan error, 2)
+	var batch []*pendingChange
+	for i, data := range []string{`{"response_body":"a\u0000b"}`, `{"response_body":"ok"}`} {
+		results[i] = make(chan error, 1)
+		batch = append(batch, &pendingChange{
+			change: store.OutboxChange{Row: store.OutboxRow{DeliveryID: fmt.Sprintf("del_%d", i), TenantID: tenantA}, ClaimToken: "tok", Facts: []store.Fact{fact(fmt.Sprintf("fct_%d", i), data)}},
+			after:  func(err error) { results[i] <- err },
+		})
+	}
+	start := time.Now()
+	d.commit(batch)
+	if err := <-results[0]; !errors.Is(err, store.ErrInvalidInput) {
+		t.Errorf("the refused change: %v, want invalid input", err)
+	}
+	if err := <-results[1]; errors.Is(err, store.ErrInvalidInput) {
+		t.Errorf("the other change failed with the refused one: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the commit took %v: retried what cannot pass", took)
+	}
 }

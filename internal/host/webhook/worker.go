@@ -621,6 +621,19 @@ func (d *deliverer) commit(batch []*pendingChange) {
 			}
 			return
 		}
+		if errors.Is(err, store.ErrInvalidInput) {
+			// The store refused a change's content: no retry makes it
+			// pass, and in a batch it fails the others with it. Alone,
+			// each change commits or fails by itself.
+			if len(batch) > 1 {
+				for _, p := range batch {
+					d.commit([]*pendingChange{p})
+				}
+				return
+			}
+			batch[0].after(err)
+			return
+		}
 		if d.hardCtx.Err() != nil || try >= 8 {
 			for _, p := range batch {
 				p.after(err)
