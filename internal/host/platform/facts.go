@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -523,7 +522,7 @@ func parseFactTime(v string) (int64, error) {
 		}
 		return ms, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
+	t, err := ParseRFC3339(v)
 	if err != nil || t.UnixMilli() < 1 {
 		return 0, errors.New("must be milliseconds since the epoch or an RFC 3339 time")
 	}

@@ -151,7 +151,7 @@ func TestTimesBeforeTheEpochSaySo(t *testing.T) {
 			t.Errorf("%v: %s %q, want a range problem about the epoch", v, code, msg)
 		}
 	}
-	for _, v := range []any{"soon", json.Number("1.5"), 1.5, true} {
+	for _, v := range []any{"soon", json.Number("1.5"), 1.5, true, "2026-11-01T00:00:00+24:00", "2026-11-01T00:00:00-23:60"} {
 		if _, code, _ := parseTime(v, true); code != problem.CodeType {
 			t.Errorf("%v: code %s, want type", v, code)
 		}

@@ -350,6 +350,9 @@ func parseTime(v any, start bool) (ms int64, code, msg string) {
 		}
 		for _, l := range timeLayouts {
 			t, err := time.ParseInLocation(l.layout, x, time.UTC)
+			if err == nil && l.period == nil {
+				_, err = platform.ParseRFC3339(x) // its offset too
+			}
 			if err != nil {
 				continue
 			}
