@@ -25,8 +25,11 @@ type MemoryState struct {
 var _ CachedState = (*MemoryState)(nil)
 
 type memRoot struct {
-	id    string
-	mu    sync.Mutex
+	id string
+	// mu is held for reading by reads (queries, metadata), which only
+	// read the model, so queries of any projections run side by side; a
+	// write holds it alone.
+	mu    sync.RWMutex
 	projs map[string]*memProj
 }
 
@@ -58,8 +61,8 @@ func (m *MemoryState) get(key string) *memProj { return m.root.projs[m.prefix+ke
 
 // StorageVersion implements CachedState.
 func (m *MemoryState) StorageVersion(_ context.Context, key string) (int, error) {
-	m.root.mu.Lock()
-	defer m.root.mu.Unlock()
+	m.root.mu.RLock()
+	defer m.root.mu.RUnlock()
 	if p := m.get(key); p != nil {
 		return p.version, nil
 	}
@@ -68,8 +71,8 @@ func (m *MemoryState) StorageVersion(_ context.Context, key string) (int, error)
 
 // Keys implements CachedState.
 func (m *MemoryState) Keys(_ context.Context, key string) ([]string, error) {
-	m.root.mu.Lock()
-	defer m.root.mu.Unlock()
+	m.root.mu.RLock()
+	defer m.root.mu.RUnlock()
 	p := m.get(key)
 	if p == nil {
 		return nil, nil
@@ -96,8 +99,8 @@ func (m *MemoryState) Delete(_ context.Context, key string) error {
 }
 
 func (m *MemoryState) meta(_ context.Context, key string, s *schema) (stateMeta, error) {
-	m.root.mu.Lock()
-	defer m.root.mu.Unlock()
+	m.root.mu.RLock()
+	defer m.root.mu.RUnlock()
 	p := m.get(key)
 	if p == nil {
 		return emptyMeta(s), nil
@@ -172,8 +175,8 @@ func (m *MemoryState) rollup(_ context.Context, key string, s *schema, version i
 }
 
 func (m *MemoryState) load(_ context.Context, key string, s *schema, version int, plan func(stateMeta) []planRange, aggregate bool, f *groupFilter) (*loaded, stateMeta, error) {
-	m.root.mu.Lock()
-	defer m.root.mu.Unlock()
+	m.root.mu.RLock()
+	defer m.root.mu.RUnlock()
 	p := m.get(key)
 	if p == nil {
 		meta := emptyMeta(s)
