@@ -42,19 +42,27 @@ func (a *App) checkPlugin(ctx context.Context, p *wasm.Plugin) error {
 // against the loaded plugins the same way (manifest.CheckChange,
 // CheckCommands); without this check an upload that dropped a type or a
 // command broke every request on them, with the data still stored.
+//
+// A version of the other kind under the same name is held to both: a
+// subscription serves no entity type, a ledger no handler. Without that,
+// a subscription uploaded under a ledger's name left its types to the
+// built-in generic ledger, whose appends skip the business rules.
 func (a *App) checkPluginFits(p *wasm.Plugin) error {
 	d := p.Description()
 	m := a.served.Load()
 	if m == nil {
 		return nil
 	}
-	if d.Kind == abi.KindSubscription {
-		return a.checkHandlersKept(p, m)
-	}
+	errs := []error{a.checkHandlersKept(p, m)}
 	if d.Kind != abi.KindLedger {
-		return nil
+		for _, name := range m.domain.EntityTypeNames() {
+			if m.domain.Entities[name].Ledger == d.Name {
+				errs = append(errs, fmt.Errorf("the domain model gives entity type %s to ledger %s, and this version is a %s plugin, which serves no entity type; "+
+					"change the domain manifest first", name, d.Name, d.Kind))
+			}
+		}
+		return errors.Join(errs...)
 	}
-	var errs []error
 	if len(d.EntityTypes) > 0 { // none: it serves every type
 		for _, name := range m.domain.EntityTypeNames() {
 			if m.domain.Entities[name].Ledger == d.Name && !slices.Contains(d.EntityTypes, name) {
@@ -83,21 +91,29 @@ func (a *App) checkPluginFits(p *wasm.Plugin) error {
 	return errors.Join(errs...)
 }
 
-// checkHandlersKept refuses a subscription plugin version that drops a
-// handler the served model's subscriptions name and the version being
-// replaced serves: those subscriptions would stall, retrying on every
-// process, until a rollback.
+// checkHandlersKept refuses a plugin version that drops a handler the
+// served model's subscriptions name and the version being replaced
+// serves (a ledger version serves none): those subscriptions would stall,
+// retrying on every process, until a rollback.
 func (a *App) checkHandlersKept(p *wasm.Plugin, m *servedModel) error {
 	d := p.Description()
 	cur, ok := a.Plugins.Registry().Get(d.Name)
 	if !ok {
 		return nil
 	}
+	var handlers []string
+	if d.Kind == abi.KindSubscription {
+		handlers = d.Handlers
+	}
+	serves := "it serves " + strings.Join(handlers, ", ")
+	if len(handlers) == 0 {
+		serves = "it is a " + d.Kind + " plugin, which serves no handler"
+	}
 	var errs []error
 	for _, s := range m.domain.Subscriptions {
-		if slices.Contains(cur.Description().Handlers, s.Handler) && !slices.Contains(d.Handlers, s.Handler) {
-			errs = append(errs, fmt.Errorf("subscription %s needs handler %s, which this version does not serve (it serves %s); change the domain manifest first",
-				s.Name, s.Handler, strings.Join(d.Handlers, ", ")))
+		if slices.Contains(cur.Description().Handlers, s.Handler) && !slices.Contains(handlers, s.Handler) {
+			errs = append(errs, fmt.Errorf("subscription %s needs handler %s, which this version does not serve (%s); change the domain manifest first",
+				s.Name, s.Handler, serves))
 		}
 	}
 	return errors.Join(errs...)

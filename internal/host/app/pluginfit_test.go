@@ -158,6 +158,36 @@ func TestSubscriptionVersionDroppingAHandlerIsRefused(t *testing.T) {
 	}
 }
 
+// TestPluginOfAnotherKindCannotReplaceOneInUse: a subscription uploaded
+// under the name of a ledger the domain model uses serves none of its
+// entity types, and a ledger under a subscription's name none of its
+// handlers: both are refused, and what was served keeps serving. The
+// subscription had been installed, leaving account to the built-in
+// generic ledger, which recorded a payout the account plugin refuses.
+func TestPluginOfAnotherKindCannotReplaceOneInUse(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	code, body := l.call("PUT", "/v1/admin/plugins/account", l.op, moduleFrom(t, "testdata/accountsub"))
+	errs := fmt.Sprint(body["errors"])
+	if code != 422 || !strings.Contains(errs, "the domain model gives entity type account to ledger account, and this version is a subscription plugin, which serves no entity type") {
+		t.Fatalf("a subscription over the account ledger: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "account", "id": "acc-1", "name": "Acme", "status": "active", "subtype": "customer"}); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	// The account ledger still refuses a payout beyond the balance.
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "acc-1", "type": "payout", "data": map[string]any{"amount": 1000}}); code != 422 {
+		t.Fatalf("a payout on an empty account after the refused upload: %d %v", code, body)
+	}
+	code, body = l.call("PUT", "/v1/admin/plugins/followup", l.op, moduleFrom(t, "testdata/followupledger"))
+	if code != 422 || !strings.Contains(fmt.Sprint(body["errors"]), "subscription no_answer_followup needs handler no_answer_followup, which this version does not serve (it is a ledger plugin, which serves no handler)") {
+		t.Fatalf("a ledger over the followup subscription: %d %v", code, body)
+	}
+	if _, ok := l.a.Plugins.SubscriptionHandler("no_answer_followup"); !ok {
+		t.Fatal("the served subscription no longer serves its handler")
+	}
+}
+
 // TestStoredLayerThatStopsFittingAnswers503: a domain manifest stored
 // through the admin API routes a command the account plugin lacks (put in
 // the store around the checks, as a change made while another version

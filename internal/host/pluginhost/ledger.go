@@ -45,14 +45,15 @@ func (l Ledgers) Ledger(name string) (ledger.Ledger, bool) {
 }
 
 // Missing lists the names of a set of ledger names that are neither
-// built in nor loaded as plugins.
+// built in nor loaded as ledger plugins (a subscription plugin of the
+// name serves no entity type).
 func (l Ledgers) Missing(names []string) []string {
 	var out []string
 	for _, n := range names {
 		if _, ok := l.Builtin.Ledger(n); ok {
 			continue
 		}
-		if _, ok := l.Registry.Get(n); !ok {
+		if p, ok := l.Registry.Get(n); !ok || p.Description().Kind != abi.KindLedger {
 			out = append(out, n)
 		}
 	}
