@@ -174,6 +174,9 @@ func (s *Service) rebuildOne(ctx context.Context, tenant string, e *store.Entity
 	if jsonEqual(state, e.State) {
 		return false, n, nil
 	}
+	if err := store.CheckJSON("state", state); err != nil {
+		return false, n, ledgerFault(l.Name(), fmt.Sprintf("evolved entity %s to a state whose %v", e.ID, err))
+	}
 	err := s.store.SetEntityState(ctx, tenant, e.ID, state)
 	s.changed(tenant, e.ID)
 	if err != nil {

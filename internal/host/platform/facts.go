@@ -47,6 +47,10 @@ type AppendFactInput struct {
 // would be counted by no time window.
 const MaxFactTime = int64(253402300799999)
 
+// MaxDecisionData bounds the data of the facts one decision records, in
+// bytes as stored (numbers written out): the plugin's 4 MiB output.
+const MaxDecisionData = 4 << 20
+
 // Bounds on a raw fact's data, a ledger command input's: nesting (data
 // itself is level 1) and object members at every level. A raw fact
 // reaches every subscription handler and state-dependent ledger, and a
@@ -276,6 +280,7 @@ func (s *Service) execute(ctx context.Context, tenant string, e *store.Entity, m
 func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity, t *manifest.EntityType, l ledger.Ledger, decided []ledger.NewFact, prov Provenance, pin, now int64) ([]store.Append, error) {
 	items := make([]store.Append, len(decided))
 	state := e.State
+	written := 0 // bytes of fact data, numbers written out
 	for i, nf := range decided {
 		if !t.AllowsFact(nf.Type) {
 			// A stored change not applied here yet may declare it: the
@@ -306,6 +311,18 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 			return nil, err
 		}
 		data = store.PlainNumbers(data)
+		// What the plugin made must be storable: the store's refusal of
+		// a NUL, invalid UTF-8, a duplicate member or a number out of
+		// range would be a 400 naming fields the client never sent.
+		if err := store.CheckJSON("data", data); err != nil {
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided a %s fact whose %v", nf.Type, err))
+		}
+		// Numbers written out can be 20 times their text (1e99): the
+		// decision's data is bounded as stored, not only as the plugin's
+		// output was.
+		if written += len(data); written > MaxDecisionData {
+			return nil, ledgerFault(l.Name(), fmt.Sprintf("decided facts whose data, numbers written out, exceeds %d bytes", MaxDecisionData))
+		}
 		ts := nf.Timestamp
 		if ts == 0 {
 			ts = now
@@ -336,6 +353,9 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 			next, err := l.Evolve(ctx, state, mustJSON(NewFactView(&f)))
 			if err != nil {
 				return nil, storeErr("evolve", err)
+			}
+			if err := store.CheckJSON("state", next); err != nil {
+				return nil, ledgerFault(l.Name(), fmt.Sprintf("evolved a state whose %v", err))
 			}
 			state = next
 		}

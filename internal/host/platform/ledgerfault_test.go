@@ -93,3 +93,58 @@ func TestLedgerFaultsAreRefusedAsTheLedgers(t *testing.T) {
 		}
 	})
 }
+
+// rotten decides, per command, fact data the store cannot hold, and its
+// evolve a state the store cannot hold when the fact's data says so.
+type rotten struct{}
+
+func (rotten) Name() string         { return "rotten" }
+func (rotten) StateDependent() bool { return true }
+func (rotten) Decide(_ context.Context, _ json.RawMessage, cmd ledger.Command) (ledger.Decision, error) {
+	data := map[string]string{
+		"nul":       `{"x":"a\u0000b"}`,
+		"bad_utf8":  "{\"x\":\"\xff\"}",
+		"dup_key":   `{"x":1,"x":2}`,
+		"big":       `{"x":1e999}`,
+		"amplified": `{"x":[` + strings.Repeat("1e99,", 45_000) + `1]}`,
+		"state":     `{"rot":true}`,
+	}[cmd.Name]
+	return ledger.Decision{Facts: []ledger.NewFact{{Type: "poked", Data: json.RawMessage(data)}}}, nil
+}
+func (rotten) Evolve(_ context.Context, state, fact json.RawMessage) (json.RawMessage, error) {
+	if strings.Contains(string(fact), `"rot":true`) {
+		return json.RawMessage(`{"s":"a\u0000b"}`), nil
+	}
+	return state, nil
+}
+
+// TestUnstorableDecisionsAreTheLedgers: fact data or a state a ledger
+// made that the store cannot hold (a NUL, invalid UTF-8, a duplicate
+// member, a number out of range, data that written out exceeds the
+// decision's bound) is a 500 naming the ledger and records nothing; it
+// had been a 400 naming fields the client never sent.
+func TestUnstorableDecisionsAreTheLedgers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		svc := serviceWith(t, backend, "name: test\nversion: \"1\"\nentities:\n  probe:\n    ledger: rotten\n    fields: {}\n    facts: [poked]\n", rotten{})
+		ctx := context.Background()
+		e, err := svc.CreateEntity(ctx, "t1", platform.CreateEntityInput{Type: "probe", ID: "p1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cmd, want := range map[string]string{
+			"nul":       "decided a poked fact whose data.x must not contain NUL characters",
+			"bad_utf8":  "decided a poked fact whose data.x must be valid UTF-8",
+			"dup_key":   "decided a poked fact whose data.x appears more than once in its object",
+			"big":       "decided a poked fact whose data.x is out of range",
+			"amplified": "decided facts whose data, numbers written out, exceeds 4194304 bytes",
+			"state":     "evolved a state whose state.s must not contain NUL characters",
+		} {
+			_, err := svc.RunCommand(ctx, "t1", e.ID, cmd, json.RawMessage(`{}`), platform.Provenance{})
+			var pe *problem.Error
+			if !errors.As(err, &pe) || pe.Kind != problem.Internal || !strings.Contains(pe.Detail, "Ledger rotten "+want) {
+				t.Errorf("%s: %v, want an internal problem saying %q", cmd, err, want)
+			}
+		}
+		assertNoFacts(t, svc, e.ID)
+	})
+}
