@@ -3,6 +3,7 @@ package pluginrt
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -185,6 +186,16 @@ func checkDescription(d abi.Description) []string {
 	idents("entity type", d.EntityTypes)
 	idents("handler", d.Handlers)
 	emits("emits", d.Emits)
+	// The description is published (/openapi.json, /docs) and checked on
+	// every model change: its size is bounded.
+	for _, l := range []struct {
+		what string
+		n    int
+	}{{"commands", len(d.Commands)}, {"entity_types", len(d.EntityTypes)}, {"handlers", len(d.Handlers)}, {"emits", len(d.Emits)}} {
+		if l.n > MaxDescribed {
+			add("%s lists %d; at most %d", l.what, l.n, MaxDescribed)
+		}
+	}
 
 	names := map[string]bool{}
 	routes := map[string]string{}
@@ -234,6 +245,16 @@ func checkDescription(d abi.Description) []string {
 		if c.ReadOnly && len(c.Emits) > 0 {
 			add("%s is read_only but emits %s", label, strings.Join(c.Emits, ", "))
 		}
+		if len(c.Description) > MaxCommandDescription {
+			add("%s: description of %d bytes; at most %d", label, len(c.Description), MaxCommandDescription)
+		}
+		if !slices.Contains(d.Emits, abi.AnyFactType) {
+			for _, ft := range c.Emits {
+				if ft != abi.AnyFactType && identRe.MatchString(ft) && !slices.Contains(d.Emits, ft) {
+					add("%s emits %q, which the top-level emits does not list", label, ft)
+				}
+			}
+		}
 		// Schemas are shown in the OpenAPI document as they are, so they
 		// must be JSON objects.
 		for _, s := range []struct {
@@ -242,6 +263,16 @@ func checkDescription(d abi.Description) []string {
 		}{{"input_schema", c.InputSchema}, {"result_schema", c.ResultSchema}} {
 			if len(s.v) > 0 && !isObject(s.v) {
 				add("%s: %s must be a JSON Schema object", label, s.key)
+				continue
+			}
+			if len(s.v) > MaxSchemaBytes {
+				add("%s: %s of %d bytes; at most %d", label, s.key, len(s.v), MaxSchemaBytes)
+				continue
+			}
+			if len(s.v) > 0 {
+				if problem := schemaProblem(s.v); problem != "" {
+					add("%s: %s %s", label, s.key, problem)
+				}
 			}
 		}
 		if !c.ReadOnly && len(c.ResultSchema) > 0 {
@@ -264,4 +295,53 @@ func checkDescription(d abi.Description) []string {
 func isObject(b []byte) bool {
 	var m map[string]json.RawMessage
 	return json.Unmarshal(b, &m) == nil && m != nil
+}
+
+// Bounds of a describe document, which is published in /openapi.json and
+// /docs and held against the model at every change.
+const (
+	// MaxDescribed bounds each list: commands, entity types, handlers,
+	// fact types emitted.
+	MaxDescribed = 256
+	// MaxCommandDescription bounds a command's description, in bytes.
+	MaxCommandDescription = 4096
+	// MaxSchemaBytes bounds a command's input or result schema.
+	MaxSchemaBytes = 64 << 10
+	// MaxSchemaDepth bounds how deep a schema nests.
+	MaxSchemaDepth = 32
+)
+
+// schemaProblem says what keeps a schema out of the API document, or "":
+// nesting beyond MaxSchemaDepth, or a $ref, which the document inlines
+// nothing for (it would point into nowhere, or to another host).
+func schemaProblem(b []byte) string {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "is not valid JSON"
+	}
+	var walk func(v any, depth int) string
+	walk = func(v any, depth int) string {
+		if depth > MaxSchemaDepth {
+			return fmt.Sprintf("nests deeper than %d levels", MaxSchemaDepth)
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if _, ok := x["$ref"]; ok {
+				return "uses $ref; describe schemas inline"
+			}
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				if p := walk(x[k], depth+1); p != "" {
+					return p
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if p := walk(e, depth+1); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	return walk(v, 1)
 }

@@ -1,6 +1,7 @@
 package pluginrt
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -73,6 +74,25 @@ func TestCheckDescription(t *testing.T) {
 		{"input schema not an object", func(d *abi.Description) { d.Commands[0].InputSchema = []byte(`"object"`) }, "input_schema must be a JSON Schema object"},
 		{"result schema null", func(d *abi.Description) { d.Commands[1].ResultSchema = []byte(`null`) }, "result_schema must be a JSON Schema object"},
 		{"result schema on a write", func(d *abi.Description) { d.Commands[0].ResultSchema = []byte(`{}`) }, "only a read_only command has a result_schema"},
+		{"command emits what the plugin does not", func(d *abi.Description) { d.Commands[0].Emits = []string{"refund"} }, `command "deposit" emits "refund", which the top-level emits does not list`},
+		{"too many commands", func(d *abi.Description) {
+			for i := range MaxDescribed {
+				d.Commands = append(d.Commands, abi.Command{Name: fmt.Sprintf("c%d", i)})
+			}
+		}, "commands lists 260; at most 256"},
+		{"long description", func(d *abi.Description) { d.Commands[0].Description = strings.Repeat("x", MaxCommandDescription+1) }, "description of 4097 bytes"},
+		{"large schema", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(`{"description":"` + strings.Repeat("x", MaxSchemaBytes) + `"}`)
+		}, "input_schema of 65554 bytes; at most 65536"},
+		{"deep schema", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(strings.Repeat(`{"items":`, 40) + `{}` + strings.Repeat(`}`, 40))
+		}, "input_schema nests deeper than 32 levels"},
+		{"schema as deep as allowed", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(strings.Repeat(`{"items":`, 31) + `{}` + strings.Repeat(`}`, 31))
+		}, ""},
+		{"schema with a $ref", func(d *abi.Description) {
+			d.Commands[1].ResultSchema = []byte(`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:9/evil.json"}}}`)
+		}, "result_schema uses $ref"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -118,7 +118,7 @@ func (a *App) streamStatus(c *fiber.Ctx) error {
 	names := slices.Sorted(maps.Keys(cps))
 	consumers := make([]fiber.Map, 0, len(names))
 	for _, name := range names {
-		consumers = append(consumers, fiber.Map{"name": name, "position": cps[name], "lag": head - cps[name], "declared": a.consumerDeclared(name)})
+		consumers = append(consumers, fiber.Map{"name": name, "metric_label": stream.MetricLabel(name), "position": cps[name], "lag": head - cps[name], "declared": a.consumerDeclared(name)})
 	}
 	return gateway.Respond(c, fiber.StatusOK, fiber.Map{"head": head, "consumers": consumers})
 }

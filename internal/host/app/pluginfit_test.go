@@ -188,6 +188,35 @@ func TestPluginOfAnotherKindCannotReplaceOneInUse(t *testing.T) {
 	}
 }
 
+// TestAPIDocumentFollowsTheModel: /openapi.json is made again only when
+// what it describes changed (a plugin's commands can make it megabytes);
+// a document already made is not served once a plugin or a domain
+// manifest changed what it describes.
+func TestAPIDocumentFollowsTheModel(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	doc := func() string {
+		t.Helper()
+		code, body := l.call("GET", "/openapi.json", "", nil)
+		if code != 200 {
+			t.Fatalf("/openapi.json: %d", code)
+		}
+		return fmt.Sprint(body["paths"])
+	}
+	if before := doc(); strings.Contains(before, "/v1/entities/{id}/earn") || doc() != before {
+		t.Fatalf("before the plugin: %s", before)
+	}
+	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, fixture(t, "points")); code != 201 {
+		t.Fatalf("install points: %d %v", code, body)
+	}
+	if code, body := l.putDomain("loyalty", loyaltyDomain); code != 201 {
+		t.Fatalf("domain: %d %v", code, body)
+	}
+	if after := doc(); !strings.Contains(after, "/v1/entities/{id}/earn") || !strings.Contains(after, "/api/members") {
+		t.Fatalf("after the plugin and the domain manifest: %s", after)
+	}
+}
+
 // TestStoredLayerThatStopsFittingAnswers503: a domain manifest stored
 // through the admin API routes a command the account plugin lacks (put in
 // the store around the checks, as a change made while another version

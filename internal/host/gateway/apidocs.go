@@ -1,6 +1,11 @@
 package gateway
 
 import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/factline/factline/internal/host/ledger"
@@ -17,17 +22,43 @@ type apiDocs struct {
 	err  error
 }
 
-// describe generates the document of the routes being served and of the
-// commands the entity types' ledgers serve right now (plugins load and
-// change at run time, so it is made per request: it is not a hot path).
+// docsCache keeps the last document made and what it was made of.
+type docsCache struct {
+	mu   sync.Mutex
+	key  string
+	docs apiDocs
+}
+
+// describe returns the document of the routes being served and of the
+// commands the entity types' ledgers serve right now. Plugins load and
+// change at run time, so what it is made of is read per request; the
+// document is made again only when that changed (a plugin's commands can
+// make it megabytes, and /openapi.json is public), by one request while
+// the others wait for it.
 func (s *Server) describe(gw *manifest.Gateway) apiDocs {
 	domain := s.platform.Domain()
 	commands := map[string][]ledger.CommandSpec{}
+	var key strings.Builder
+	fmt.Fprintf(&key, "%p %p", gw, domain)
 	for _, t := range domain.EntityTypeNames() {
 		if cmds := s.platform.Commands(t); len(cmds) > 0 {
 			commands[t] = cmds
+			// A ledger's command list is the same slice until its plugin
+			// changes (the command cache keeps it per plugin version).
+			fmt.Fprintf(&key, " %s:%p:%d", t, unsafe.SliceData(cmds), len(cmds))
 		}
 	}
+	c := &s.docs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.key == key.String() {
+		return c.docs
+	}
+	c.key, c.docs = key.String(), s.generateDocs(gw, domain, commands)
+	return c.docs
+}
+
+func (s *Server) generateDocs(gw *manifest.Gateway, domain *manifest.Domain, commands map[string][]ledger.CommandSpec) apiDocs {
 	doc, err := openapi.Generate(gw, domain, openapi.Options{Version: s.cfg.Version, DocsURL: s.cfg.DocsURL, Commands: commands, Endpoints: s.endpoints})
 	if err != nil {
 		return apiDocs{err: err}

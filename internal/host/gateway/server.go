@@ -99,6 +99,7 @@ type Server struct {
 	tracer      trace.Tracer // nil when tracing is off
 	projections Projections
 	table       atomic.Pointer[routeTable]
+	docs        docsCache // the last /openapi.json and /docs made
 	// patterns are the fiber routes allowedMethods matches, split once.
 	patterns atomic.Pointer[routePatterns]
 	// methods are the methods fiber routes; guard answers any other.

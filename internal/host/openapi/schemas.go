@@ -237,8 +237,9 @@ func (b *builder) fixedSchemas() {
 		prop{"key", str("The secret key, for the X-API-Key header.")},
 		prop{"api_key", b.schema(schemaAPIKey)},
 	))
-	consumer := object("One durable stream consumer.", []string{"name", "position", "lag", "declared"}, false,
+	consumer := object("One durable stream consumer.", []string{"name", "metric_label", "position", "lag", "declared"}, false,
 		prop{"name", str("Consumer name.")},
+		prop{"metric_label", str("The consumer label of its series on /metrics: the name, or for a projection (whose name holds a tenant and a config id) \"projection:\" and a digest of it.")},
 		prop{"position", integer("Last global position the consumer has processed.")},
 		prop{"lag", integer("Facts appended after that position.")},
 		prop{"declared", boolean("False for a subscription the domain model no longer declares: its checkpoint is kept, so declaring it again goes on from there, but nothing reads for it and its lag only grows.")},

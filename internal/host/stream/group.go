@@ -390,7 +390,7 @@ func (g *Group) feed(ctx context.Context, c *Consumer, m *member, facts []store.
 		if err := c.deliver(ctx, rest); err != nil {
 			m.log.Warn("stream: handler failed; reading on its own", "err", err)
 			if c.Metrics != nil {
-				c.Metrics.errors.WithLabelValues(c.Name).Inc()
+				c.Metrics.failed(c.Name)
 			}
 			return false, false
 		}

@@ -18,9 +18,12 @@ package stream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,21 +98,41 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// MetricLabel is the consumer label of a consumer's series. /metrics may
+// be served on the API port without a key, and a projection consumer's
+// name holds a tenant id and a config id; its label is an opaque digest
+// of the name instead ("projection:" and 12 hex digits), which the
+// operator's GET /v1/admin/stream lists beside the name.
+func MetricLabel(consumer string) string {
+	if rest, ok := strings.CutPrefix(consumer, "projection:"); ok {
+		sum := sha256.Sum256([]byte(rest))
+		return "projection:" + hex.EncodeToString(sum[:6])
+	}
+	return consumer
+}
+
 // Forget drops the series of a consumer that will not run again.
 func (m *Metrics) Forget(consumer string) {
-	m.lag.DeleteLabelValues(consumer)
-	m.position.DeleteLabelValues(consumer)
-	m.errors.DeleteLabelValues(consumer)
+	l := MetricLabel(consumer)
+	m.lag.DeleteLabelValues(l)
+	m.position.DeleteLabelValues(l)
+	m.errors.DeleteLabelValues(l)
 }
 
 // record sets a consumer's position and lag gauges.
 func (m *Metrics) record(consumer string, pos, head int64) {
-	m.position.WithLabelValues(consumer).Set(float64(pos))
-	m.lag.WithLabelValues(consumer).Set(float64(head - pos))
+	l := MetricLabel(consumer)
+	m.position.WithLabelValues(l).Set(float64(pos))
+	m.lag.WithLabelValues(l).Set(float64(head - pos))
 }
 
 // Lag returns the lag gauge of a consumer.
-func (m *Metrics) Lag(consumer string) prometheus.Gauge { return m.lag.WithLabelValues(consumer) }
+func (m *Metrics) Lag(consumer string) prometheus.Gauge {
+	return m.lag.WithLabelValues(MetricLabel(consumer))
+}
+
+// failed counts a failed batch of a consumer.
+func (m *Metrics) failed(consumer string) { m.errors.WithLabelValues(MetricLabel(consumer)).Inc() }
 
 // errGap reports a batch that does not continue the checkpoint.
 var errGap = errors.New("stream: position gap")
@@ -185,7 +208,7 @@ func (c *Consumer) follow(ctx context.Context, log *slog.Logger, pos int64, caug
 	}
 	failed := func() {
 		if c.Metrics != nil {
-			c.Metrics.errors.WithLabelValues(c.Name).Inc()
+			c.Metrics.failed(c.Name)
 		}
 	}
 	var idle func(context.Context) bool
@@ -252,10 +275,10 @@ func (c *Consumer) observe(ctx context.Context, pos int64) {
 	if c.Metrics == nil {
 		return
 	}
-	c.Metrics.position.WithLabelValues(c.Name).Set(float64(pos))
+	c.Metrics.position.WithLabelValues(MetricLabel(c.Name)).Set(float64(pos))
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if head, err := c.Store.HeadPosition(hctx); err == nil {
-		c.Metrics.lag.WithLabelValues(c.Name).Set(float64(head - pos))
+		c.Metrics.lag.WithLabelValues(MetricLabel(c.Name)).Set(float64(head - pos))
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -269,4 +272,42 @@ func TestConcurrentWritersDeliveredExactlyOnce(t *testing.T) {
 		wg.Wait()
 		wantSequence(t, c.waitFor(t, 200), 1, 200)
 	})
+}
+
+// TestProjectionConsumerSeriesNameNoTenant: /metrics may be served on the
+// API port without a key; a projection consumer's name holds a tenant id
+// and a config id, so its series carry a digest of the name instead.
+func TestProjectionConsumerSeriesNameNoTenant(t *testing.T) {
+	st := teststore.Open(t, "sqlite")
+	reg := prometheus.NewRegistry()
+	m, err := stream.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, st, 3)
+	const name = "projection:acme-corp:cfg_01SECRETCONFIG:65cc5f60d932"
+	c := newCollector()
+	stop := run(t, &stream.Consumer{Name: name, Store: st, Handler: c.handle, Metrics: m})
+	wantSequence(t, c.waitFor(t, 3), 1, 3)
+	stop()
+	label := stream.MetricLabel(name)
+	if !regexp.MustCompile(`^projection:[0-9a-f]{12}$`).MatchString(label) || stream.MetricLabel("webhooks") != "webhooks" {
+		t.Fatalf("labels %q, %q", label, stream.MetricLabel("webhooks"))
+	}
+	var text strings.Builder
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				fmt.Fprintf(&text, "%s{%s=%q}\n", f.GetName(), l.GetName(), l.GetValue())
+			}
+		}
+	}
+	if strings.Contains(text.String(), "acme-corp") || strings.Contains(text.String(), "cfg_01SECRETCONFIG") ||
+		!strings.Contains(text.String(), `factline_stream_consumer_position{consumer="`+label+`"}`) {
+		t.Fatalf("series:\n%s", text.String())
+	}
 }
