@@ -381,7 +381,11 @@ func TestDomainAdminAPI(t *testing.T) {
 	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "filed"}); code != 201 {
 		t.Fatalf("old model after refusals: %d %v", code, body)
 	}
-	code, body := l.call("GET", "/v1/admin/domain", tenantAdmin, nil)
+	// The model spans every tenant: a tenant's admin key may not list it.
+	if code, body := l.call("GET", "/v1/admin/domain", tenantAdmin, nil); code != 403 {
+		t.Fatalf("list with a tenant's admin key: %d %v", code, body)
+	}
+	code, body := l.call("GET", "/v1/admin/domain", l.op, nil)
 	items, _ := dataOf(body)["items"].([]any)
 	if code != 200 || len(items) != 3 {
 		t.Fatalf("list: %d %v", code, body)

@@ -67,6 +67,11 @@ func (a *App) domainRoutes() []gateway.Route {
 		return name, nil
 	}
 	list := func(c *fiber.Ctx) error {
+		// The model spans every tenant, as the console's domain view,
+		// which shows the same, for the operator's keys alone.
+		if gateway.Tenant(c) != a.cfg.OperatorTenant {
+			return problem.Newf(problem.Forbidden, "The domain model is managed by admin keys of the operator tenant (%s)", a.cfg.OperatorTenant)
+		}
 		stored, err := a.Store.ListDomainLayers(gateway.Context(c))
 		if err != nil {
 			return err
@@ -135,7 +140,7 @@ func (a *App) domainRoutes() []gateway.Route {
 	return []gateway.Route{
 		{Handler: list, Doc: openapi.Endpoint{Method: http.MethodGet, Path: "/v1/admin/domain", ID: "listDomainManifests", Tag: openapi.TagAdmin,
 			Summary: "List the stored domain manifests", Access: openapi.AdminKey,
-			Description: "Domain manifests installed through the admin API, which every process layers over its own (the built-in one, then --domain files, then these by name).",
+			Description: "Domain manifests installed through the admin API, which every process layers over its own (the built-in one, then --domain files, then these by name). Needs an admin key of the operator tenant.",
 			Status:      ok, OK: "The manifests and the served entity types.", Data: openapi.Ref("DomainManifestList")}},
 		{Handler: put, Doc: openapi.Endpoint{Method: http.MethodPut, Path: "/v1/admin/domain/:name", ID: "putDomainManifest", Tag: openapi.TagAdmin,
 			Summary: "Install or replace a domain manifest", Access: openapi.AdminKey,
