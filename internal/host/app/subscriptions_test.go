@@ -116,3 +116,58 @@ func TestSubscriptionAddedAtRuntime(t *testing.T) {
 		t.Errorf("last lag sample %v has the removed subscription", lag)
 	}
 }
+
+// TestActionsBeyondTheBoundAreCounted: one fact causes at most 64
+// actions; a handler returning more has the rest skipped, and they are
+// counted (factline_subscription_actions_skipped_total, reason
+// too_many_actions) as well as logged, where they had only been logged.
+func TestActionsBeyondTheBoundAreCounted(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	if code, body := l.call("PUT", "/v1/admin/plugins/fanout", l.op, moduleFrom(t, "testdata/fanout")); code != 201 {
+		t.Fatalf("install fanout: %d %v", code, body)
+	}
+	if code, body := l.putDomain("fan", "name: fan\nversion: \"1\"\nsubscriptions:\n  - {name: fan, patterns: [outcome.no_answer], handler: fanout}\n"); code != 201 {
+		t.Fatalf("domain: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "asset", "id": "line-1", "name": "Line", "status": "on", "identifier": "+1555", "subtype": "phone"}); code != 201 {
+		t.Fatalf("create asset: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "line-1", "type": "outcome", "subtype": "no_answer"}); code != 201 {
+		t.Fatalf("outcome: %d %v", code, body)
+	}
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		pos, _ := l.a.Store.GetCheckpoint(context.Background(), "subscription:fan")
+		head, _ := l.a.Store.HeadPosition(context.Background())
+		if pos != head {
+			return fmt.Errorf("subscription:fan at %d of %d", pos, head)
+		}
+		return nil
+	})
+	code, body := l.call("GET", "/v1/facts?entity_id=line-1&type=outcome&subtype=fanned&limit=100", l.key, nil)
+	if items, _ := dataOf(body)["items"].([]any); code != 200 || len(items) != 64 {
+		t.Fatalf("fanned outcomes: %d, %d items, want 64", code, len(items))
+	}
+	families, err := l.a.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := -1.0
+	for _, f := range families {
+		if f.GetName() != "factline_subscription_actions_skipped_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["subscription"] == "fan" && labels["reason"] == "too_many_actions" {
+				skipped = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if skipped != 6 {
+		t.Fatalf("skipped actions counted: %v, want 6", skipped)
+	}
+}

@@ -276,7 +276,11 @@ func (r *Runner) deliver(ctx context.Context, sub manifest.Subscription, f *stor
 		return fmt.Errorf("subscription %s: handle %s: %w", sub.Name, f.ID, err)
 	}
 	if len(res.Actions) > maxActions {
-		r.log.Warn("subscription handler returned too many actions; the rest are dropped", "subscription", sub.Name, "fact", f.ID, "actions", len(res.Actions))
+		// Skipped like any action the platform refuses: counted and
+		// logged, the fact's first maxActions carried out.
+		r.log.Warn("subscription handler returned more actions than one fact may cause; the rest are skipped",
+			"subscription", sub.Name, "fact", f.ID, "actions", len(res.Actions), "carried_out", maxActions)
+		r.skipped.WithLabelValues(sub.Name, "too_many_actions").Add(float64(len(res.Actions) - maxActions))
 		res.Actions = res.Actions[:maxActions]
 	}
 	for i, a := range res.Actions {
