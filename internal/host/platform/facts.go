@@ -352,7 +352,7 @@ func (s *Service) factItems(ctx context.Context, tenant string, e *store.Entity,
 			f.Seq = e.Version + int64(i) // provisional; the ledger must not depend on it
 			next, err := l.Evolve(ctx, state, mustJSON(NewFactView(&f)))
 			if err != nil {
-				return nil, storeErr("evolve", err)
+				return nil, evolveErr(l.Name(), err)
 			}
 			if err := store.CheckJSON("state", next); err != nil {
 				return nil, ledgerFault(l.Name(), fmt.Sprintf("evolved a state whose %v", err))
@@ -396,6 +396,24 @@ func checkDecidedFact(ledgerName string, schema *manifest.FactSchema, nf ledger.
 func ledgerFault(ledgerName, what string) error {
 	msg := fmt.Sprintf("Ledger %s %s; nothing was recorded. Quote the trace_id when reporting it", ledgerName, what)
 	return problem.Wrap(problem.Internal, msg, errors.New("ledger "+ledgerName+" "+what))
+}
+
+// evolveErr maps a ledger's evolve failure: its own problem (a plugin's
+// deadline, naming it; a trap) as it is, and what would blame the
+// client (a refusal, bad input) as the ledger's fault, since evolve is
+// given a fact the ledger itself decided.
+func evolveErr(ledgerName string, err error) error {
+	var be *ledger.BusinessError
+	var pe *problem.Error
+	switch {
+	case errors.As(err, &be):
+		return ledgerFault(ledgerName, "refused to evolve the fact it decided: "+be.Message)
+	case errors.As(err, &pe) && pe.Kind.Status < 500:
+		return ledgerFault(ledgerName, "refused the fact it decided as evolve input: "+pe.Error())
+	case errors.As(err, &pe):
+		return pe
+	}
+	return storeErr("evolve", err)
 }
 
 func decideErr(err error) error {

@@ -148,3 +148,42 @@ func TestUnstorableDecisionsAreTheLedgers(t *testing.T) {
 		assertNoFacts(t, svc, e.ID)
 	})
 }
+
+// stuck decides a fact and fails to evolve it, as the command says: its
+// plugin's deadline, or a refusal.
+type stuck struct{}
+
+func (stuck) Name() string         { return "stuck" }
+func (stuck) StateDependent() bool { return true }
+func (stuck) Decide(_ context.Context, _ json.RawMessage, cmd ledger.Command) (ledger.Decision, error) {
+	return ledger.Decision{Facts: []ledger.NewFact{{Type: "poked", Data: json.RawMessage(`{"how":"` + cmd.Name + `"}`)}}}, nil
+}
+func (stuck) Evolve(_ context.Context, _, fact json.RawMessage) (json.RawMessage, error) {
+	if strings.Contains(string(fact), `"how":"deadline"`) {
+		return nil, problem.Wrap(problem.Timeout, "The stuck plugin did not answer within its deadline", context.DeadlineExceeded)
+	}
+	return nil, &ledger.BusinessError{Code: "nope", Message: "will not"}
+}
+
+// TestEvolveFailuresNameTheLedger: a plugin's evolve running out of its
+// deadline while a write records is the 504 naming the plugin (it had
+// been the generic "took too long"), and an evolve refusing the fact its
+// own decide made is the ledger's fault, not a 422 for the client.
+func TestEvolveFailuresNameTheLedger(t *testing.T) {
+	svc := serviceWith(t, "sqlite", "name: test\nversion: \"1\"\nentities:\n  probe:\n    ledger: stuck\n    fields: {}\n    facts: [poked]\n", stuck{})
+	ctx := context.Background()
+	e, err := svc.CreateEntity(ctx, "t1", platform.CreateEntityInput{Type: "probe", ID: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe *problem.Error
+	_, err = svc.RunCommand(ctx, "t1", e.ID, "deadline", json.RawMessage(`{}`), platform.Provenance{})
+	if !errors.As(err, &pe) || pe.Kind != problem.Timeout || pe.Detail != "The stuck plugin did not answer within its deadline" {
+		t.Errorf("evolve past its deadline: %v", err)
+	}
+	_, err = svc.RunCommand(ctx, "t1", e.ID, "refuse", json.RawMessage(`{}`), platform.Provenance{})
+	if !errors.As(err, &pe) || pe.Kind != problem.Internal || !strings.Contains(pe.Detail, "Ledger stuck refused to evolve the fact it decided: will not") {
+		t.Errorf("evolve refusing: %v", err)
+	}
+	assertNoFacts(t, svc, e.ID)
+}
