@@ -11,8 +11,6 @@
 package main
 
 import (
-	"encoding/json"
-
 	"github.com/factline/factline/plugins/internal/counts"
 	"github.com/factline/factline/sdk"
 )
@@ -45,7 +43,7 @@ func appendFact(_ State, cmd sdk.Cmd[sdk.AppendInput]) ([]sdk.NewFact, error) {
 		if in.Data[0] != '{' {
 			return nil, sdk.Invalid("data", "invalid_type", "data must be an object")
 		}
-		f.Data = json.RawMessage(in.Data)
+		f.Data = in.Data
 	}
 	return []sdk.NewFact{f}, nil
 }
