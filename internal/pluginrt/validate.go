@@ -307,41 +307,77 @@ const (
 	MaxCommandDescription = 4096
 	// MaxSchemaBytes bounds a command's input or result schema.
 	MaxSchemaBytes = 64 << 10
-	// MaxSchemaDepth bounds how deep a schema nests.
+	// MaxSchemaDepth bounds how deep subschemas nest (a command input may
+	// nest 32 levels; its schema describes every one).
 	MaxSchemaDepth = 32
 )
 
 // schemaProblem says what keeps a schema out of the API document, or "":
-// nesting beyond MaxSchemaDepth, or a $ref, which the document inlines
-// nothing for (it would point into nowhere, or to another host).
+// subschemas nested deeper than MaxSchemaDepth (an object's properties
+// are one level below it), any JSON nesting deeper than maxJSONDepth, or
+// a $ref, which the document inlines nothing for (it would point into
+// nowhere, or to another host). A property named $ref and values
+// (default, examples, enum, const) are no references.
 func schemaProblem(b []byte) string {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return "is not valid JSON"
 	}
-	var walk func(v any, depth int) string
-	walk = func(v any, depth int) string {
-		if depth > MaxSchemaDepth {
-			return fmt.Sprintf("nests deeper than %d levels", MaxSchemaDepth)
+	var walk func(v any, level, depth int, schema bool) string
+	walk = func(v any, level, depth int, schema bool) string {
+		if depth > maxJSONDepth {
+			return fmt.Sprintf("nests deeper than %d JSON levels", maxJSONDepth)
 		}
 		switch x := v.(type) {
 		case map[string]any:
+			if schema && level > MaxSchemaDepth {
+				return fmt.Sprintf("nests subschemas deeper than %d levels", MaxSchemaDepth)
+			}
+			if !schema {
+				for _, k := range slices.Sorted(maps.Keys(x)) {
+					if p := walk(x[k], level, depth+1, false); p != "" {
+						return p
+					}
+				}
+				return ""
+			}
 			if _, ok := x["$ref"]; ok {
 				return "uses $ref; describe schemas inline"
 			}
 			for _, k := range slices.Sorted(maps.Keys(x)) {
-				if p := walk(x[k], depth+1); p != "" {
+				switch k {
+				case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
+					// A map of names to subschemas.
+					if m, ok := x[k].(map[string]any); ok {
+						for _, name := range slices.Sorted(maps.Keys(m)) {
+							if p := walk(m[name], level+1, depth+2, true); p != "" {
+								return p
+							}
+						}
+						continue
+					}
+				case "default", "example", "examples", "enum", "const":
+					if p := walk(x[k], level, depth+1, false); p != "" {
+						return p
+					}
+					continue
+				}
+				if p := walk(x[k], level+1, depth+1, true); p != "" {
 					return p
 				}
 			}
 		case []any:
 			for _, e := range x {
-				if p := walk(e, depth+1); p != "" {
+				// A list of subschemas (allOf, items) is one level with them.
+				if p := walk(e, level, depth+1, schema); p != "" {
 					return p
 				}
 			}
 		}
 		return ""
 	}
-	return walk(v, 1)
+	return walk(v, 1, 1, true)
 }
+
+// maxJSONDepth bounds any nesting in a schema, values included.
+const maxJSONDepth = 128

@@ -86,13 +86,28 @@ func TestCheckDescription(t *testing.T) {
 		}, "input_schema of 65554 bytes; at most 65536"},
 		{"deep schema", func(d *abi.Description) {
 			d.Commands[0].InputSchema = []byte(strings.Repeat(`{"items":`, 40) + `{}` + strings.Repeat(`}`, 40))
-		}, "input_schema nests deeper than 32 levels"},
+		}, "input_schema nests subschemas deeper than 32 levels"},
 		{"schema as deep as allowed", func(d *abi.Description) {
 			d.Commands[0].InputSchema = []byte(strings.Repeat(`{"items":`, 31) + `{}` + strings.Repeat(`}`, 31))
 		}, ""},
+		{"nested object fields as deep as an input may be", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(strings.Repeat(`{"type":"object","properties":{"f":`, 31) + `{"type":"string"}` + strings.Repeat(`}}`, 31))
+		}, ""},
+		{"nested object fields deeper than an input may be", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(strings.Repeat(`{"type":"object","properties":{"f":`, 32) + `{"type":"string"}` + strings.Repeat(`}}`, 32))
+		}, "input_schema nests subschemas deeper than 32 levels"},
 		{"schema with a $ref", func(d *abi.Description) {
 			d.Commands[1].ResultSchema = []byte(`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:9/evil.json"}}}`)
 		}, "result_schema uses $ref"},
+		{"schema with a $ref in a list of subschemas", func(d *abi.Description) {
+			d.Commands[1].ResultSchema = []byte(`{"anyOf":[{"type":"string"},{"$ref":"#/x"}]}`)
+		}, "result_schema uses $ref"},
+		{"a property named $ref and $ref in values", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(`{"type":"object","properties":{"$ref":{"type":"string","default":{"$ref":"x"},"enum":[{"$ref":"y"}]}}}`)
+		}, ""},
+		{"a deep default value", func(d *abi.Description) {
+			d.Commands[0].InputSchema = []byte(`{"default":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `}`)
+		}, "input_schema nests deeper than 128 JSON levels"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

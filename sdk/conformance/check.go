@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/factline/factline/internal/pluginrt"
+	"github.com/factline/factline/internal/storable"
 	"github.com/factline/factline/sdk/abi"
 )
 
@@ -517,6 +518,9 @@ func (k *kit) unusedSamples() string {
 	}
 	what, given := "command", slices.Sorted(maps.Keys(k.opts.Inputs))
 	if k.desc.Kind == abi.KindSubscription {
+		if len(given) > 0 {
+			return fmt.Sprintf("a sample input is given for command %q, but a subscription serves no commands (its handlers: %s)", given[0], strings.Join(k.desc.Handlers, ", "))
+		}
 		what, names, given = "handler", k.desc.Handlers, slices.Sorted(maps.Keys(k.opts.Facts))
 	}
 	for _, name := range given {
@@ -677,6 +681,10 @@ func (k *kit) replay(ctx context.Context) {
 						}
 						return
 					}
+					if err := storable.CheckDocument("state", next); err != nil {
+						k.add(CheckReplay, Fail, "evolve of a %q fact returned a state whose %v; the host refuses such a state as a fault of the ledger (500)", f.Type, err)
+						return
+					}
 					state = next
 					facts = append(facts, f)
 					ent.Version++
@@ -751,11 +759,16 @@ const maxFactTime = 253402300799999
 // newFactFault says what the host would refuse in a decided fact (the
 // rules of sdk/ABI.md, "decide"), or "" when it records it: data that is
 // no JSON object (a []byte given as NewFact.Data is encoded as a base64
-// string), a subtype that is no lowercase name of at most 64 characters,
-// a timestamp before the epoch or after the year 9999.
+// string) or that the store cannot hold (a NUL, invalid UTF-8, a member
+// twice, a number out of range), a subtype that is no lowercase name of
+// at most 64 characters, a timestamp before the epoch or after the year
+// 9999.
 func newFactFault(nf abi.NewFact) string {
 	if d := bytes.TrimSpace(nf.Data); len(d) > 0 && string(d) != "null" && d[0] != '{' {
 		return fmt.Sprintf("whose data is not a JSON object: %s", clip(string(d)))
+	}
+	if err := storable.CheckDocument("data", nf.Data); err != nil {
+		return fmt.Sprintf("whose %v", err)
 	}
 	if nf.Subtype != "" && !lowercaseName(nf.Subtype, 64) {
 		return fmt.Sprintf("with subtype %.80q, not a lowercase name of at most 64 characters", nf.Subtype)

@@ -22,7 +22,7 @@ var (
 	fixtureErr error
 )
 
-var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "sleeps", "hog", "nondeterministic", "panics", "points", "bytesdata"}
+var fixtureNames = []string{"noexport", "badabi", "trap", "loop", "sleeps", "hog", "nondeterministic", "panics", "points", "bytesdata", "unstorable"}
 
 func TestMain(m *testing.M) {
 	var mu sync.Mutex
@@ -54,6 +54,20 @@ func options() conformance.Options {
 	}}
 }
 
+// followupModule is the repo's followup subscription plugin, built once.
+var followupModule = sync.OnceValues(func() ([]byte, error) {
+	return conformance.Build(context.Background(), filepath.Join("..", "..", "plugins", "followup"))
+})
+
+func followup(t testing.TB) []byte {
+	t.Helper()
+	b, err := followupModule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	if fixtureErr != nil {
@@ -76,6 +90,7 @@ func TestBrokenFixtures(t *testing.T) {
 		{"hog", conformance.CheckMemory, "memory grew from"},
 		{"nondeterministic", conformance.CheckDeterminism, `decide "stamp" (thing, input {}) answered differently to the same input`},
 		{"bytesdata", conformance.CheckReplay, `command "note" recorded a "noted" fact whose data is not a JSON object: "eyJ0ZXh0IjoiaGkifQ=="`},
+		{"unstorable", conformance.CheckReplay, `command "note" recorded a "noted" fact whose data.text must not contain NUL characters`},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			t.Parallel()
@@ -188,6 +203,27 @@ func TestSampleForAnUndescribedCommandFails(t *testing.T) {
 	const want = `a sample input is given for command "eran", which the plugin does not describe (its commands: earn, points, append)`
 	if r.Passed() || res.Outcome != conformance.Fail || res.Message != want {
 		t.Fatalf("replay: %s %q, want FAIL %q", res.Outcome, res.Message, want)
+	}
+	// A subscription serves no commands at all.
+	opts.Inputs = map[string][]string{"nosuch": {`{}`}}
+	r = conformance.Check(t.Context(), followup(t), opts)
+	res, _ = r.Result(conformance.CheckReplay)
+	if r.Passed() || res.Outcome != conformance.Fail || !strings.Contains(res.Message, `a sample input is given for command "nosuch", but a subscription serves no commands`) {
+		t.Fatalf("a subscription given a command input: %s %q", res.Outcome, res.Message)
+	}
+}
+
+// TestUnstorableStateFails: a state evolve returns that no store can hold
+// (here with a NUL) fails replay, as the host refuses it.
+func TestUnstorableStateFails(t *testing.T) {
+	t.Parallel()
+	opts := options()
+	opts.Inputs = map[string][]string{"note": {`{"where":"state"}`}}
+	opts.Calls = 200
+	r := conformance.Check(t.Context(), fixture(t, "unstorable"), opts)
+	res, _ := r.Result(conformance.CheckReplay)
+	if r.Passed() || res.Outcome != conformance.Fail || !strings.Contains(res.Message, `evolve of a "noted" fact returned a state whose state.last must not contain NUL characters`) {
+		t.Fatalf("replay: %s %q", res.Outcome, res.Message)
 	}
 }
 

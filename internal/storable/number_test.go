@@ -1,4 +1,4 @@
-package store_test
+package storable_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/storable"
 )
 
 func TestPlainNumbersWritesNumbersOut(t *testing.T) {
@@ -22,12 +22,12 @@ func TestPlainNumbersWritesNumbersOut(t *testing.T) {
 		{`-0`, `0`},
 		{`5e-3`, `0.005`},
 	} {
-		if got := string(store.PlainNumbers([]byte(tc.in))); got != tc.want {
+		if got := string(storable.PlainNumbers([]byte(tc.in))); got != tc.want {
 			t.Errorf("PlainNumbers(%s) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 	doc := []byte(`{"a":[1,2.50,"x"]}`)
-	if got := store.PlainNumbers(doc); &got[0] != &doc[0] {
+	if got := storable.PlainNumbers(doc); &got[0] != &doc[0] {
 		t.Errorf("a document without a number to rewrite was copied")
 	}
 }
@@ -39,14 +39,14 @@ func FuzzPlainNumbers(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		if !json.Valid(doc) || len(store.Inspect(doc, "").Bad) > 0 {
+		if !json.Valid(doc) || len(storable.Inspect(doc, "").Bad) > 0 {
 			return
 		}
-		out := store.PlainNumbers(doc)
+		out := storable.PlainNumbers(doc)
 		if !json.Valid(out) {
 			t.Fatalf("PlainNumbers(%s) = %s, not JSON", doc, out)
 		}
-		if again := store.PlainNumbers(out); !bytes.Equal(again, out) {
+		if again := storable.PlainNumbers(out); !bytes.Equal(again, out) {
 			t.Fatalf("PlainNumbers(%s) = %s, and again %s", doc, out, again)
 		}
 		if a, b := values(t, doc), values(t, out); a != b {

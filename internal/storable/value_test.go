@@ -1,4 +1,4 @@
-package store_test
+package storable_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/storable"
 )
 
 func TestNumbersOutsideTheStoredRangeAreRefused(t *testing.T) {
@@ -19,13 +19,13 @@ func TestNumbersOutsideTheStoredRangeAreRefused(t *testing.T) {
 		{"1e99", true}, {"1e100", false}, {"1e-99", true}, {"1e-100", false}, {"1.5e98", true},
 		{"1e308", false}, {"-1.7976931348623157e308", false}, {"5e-324", false}, {"0e-1000", false},
 		{"0e99", true}, {"1E+2", true},
-		{strings.Repeat("9", store.MaxNumberDigits), true}, {strings.Repeat("9", store.MaxNumberDigits+1), false},
-		{"0." + strings.Repeat("1", store.MaxNumberDigits-1), true},
-		{"0." + strings.Repeat("1", store.MaxNumberDigits), false},
+		{strings.Repeat("9", storable.MaxNumberDigits), true}, {strings.Repeat("9", storable.MaxNumberDigits+1), false},
+		{"0." + strings.Repeat("1", storable.MaxNumberDigits-1), true},
+		{"0." + strings.Repeat("1", storable.MaxNumberDigits), false},
 		{"1e1000000000", false}, {"-1e1000000000", false}, {"1e309", false},
 		{"1e-400", false}, {"0e1001", false}, {"1E+99999999999999999999", false},
 	} {
-		if got := store.NumberInRange([]byte(tc.lit)); got != tc.want {
+		if got := storable.NumberInRange([]byte(tc.lit)); got != tc.want {
 			t.Errorf("NumberInRange(%.40s) = %v, want %v", tc.lit, got, tc.want)
 		}
 	}
@@ -33,11 +33,11 @@ func TestNumbersOutsideTheStoredRangeAreRefused(t *testing.T) {
 
 func TestInspectNamesEveryBadValueByItsPath(t *testing.T) {
 	doc := "{\"a\":\"ok\",\"b\":\"bad\xff\",\"c\":{\"d\":[1,\"\\u0000\",{\"e\":1e999}]},\"k\\u0000\":true,\"s\":\"\\ud83d\\ude00\",\"l\":\"\\udc00\"}"
-	sh := store.Inspect([]byte(doc), "settings")
+	sh := storable.Inspect([]byte(doc), "settings")
 	var got []string
 	for _, b := range sh.Bad {
 		got = append(got, b.Field+":"+b.Reason)
-		if !errors.Is(b, store.ErrInvalidInput) {
+		if !errors.Is(b, storable.ErrInvalidInput) {
 			t.Errorf("%v is not ErrInvalidInput", b)
 		}
 	}
@@ -56,7 +56,7 @@ func TestInspectPathsWithoutPrefix(t *testing.T) {
 		{"{\"a\":[{\"b\":\"\\u0000\"}]}", "a[0].b"},
 		{"\"\\u0000\"", ""},
 	} {
-		bad := store.Inspect([]byte(tc.doc), "").Bad
+		bad := storable.Inspect([]byte(tc.doc), "").Bad
 		if len(bad) != 1 || bad[0].Field != tc.want {
 			t.Errorf("Inspect(%s): %v, want one bad value at %q", tc.doc, bad, tc.want)
 		}
@@ -76,7 +76,7 @@ func TestInspectDeepDocumentsInLinearWork(t *testing.T) {
 		doc := []byte(strings.Repeat(open, depth) + "1e999" + strings.Repeat(closing, depth))
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		sh := store.Inspect(doc, "data")
+		sh := storable.Inspect(doc, "data")
 		runtime.ReadMemStats(&after)
 		if sh.Depth != depth || len(sh.Bad) != 1 {
 			t.Fatalf("%s: depth %d, %d bad values", open, sh.Depth, len(sh.Bad))
@@ -106,15 +106,15 @@ func TestInspectRefusesDuplicateMembers(t *testing.T) {
 		{`{` + strings.Join(many, ",") + `}`, ""},
 	} {
 		var got []string
-		for _, b := range store.Inspect([]byte(tc.doc), "").Bad {
+		for _, b := range storable.Inspect([]byte(tc.doc), "").Bad {
 			got = append(got, b.Field+":"+b.Reason)
 		}
 		if strings.Join(got, " ") != tc.want {
 			t.Errorf("Inspect(%.60s): %q, want %q", tc.doc, got, tc.want)
 		}
 	}
-	err := store.CheckDocument("data", []byte(`{"x":1,"x":1}`))
-	if !errors.Is(err, store.ErrInvalidInput) || err.Error() != "data.x appears more than once in its object" {
+	err := storable.CheckDocument("data", []byte(`{"x":1,"x":1}`))
+	if !errors.Is(err, storable.ErrInvalidInput) || err.Error() != "data.x appears more than once in its object" {
 		t.Errorf("CheckDocument: %v", err)
 	}
 }
