@@ -27,6 +27,9 @@ type docsCache struct {
 	mu   sync.Mutex
 	key  string
 	docs apiDocs
+	// refs keeps what the key names by address alive, so no other
+	// object can take one of its addresses while the document is kept.
+	refs []any
 }
 
 // describe returns the document of the routes being served and of the
@@ -40,9 +43,11 @@ func (s *Server) describe(gw *manifest.Gateway) apiDocs {
 	commands := map[string][]ledger.CommandSpec{}
 	var key strings.Builder
 	fmt.Fprintf(&key, "%p %p", gw, domain)
+	refs := []any{gw, domain}
 	for _, t := range domain.EntityTypeNames() {
 		if cmds := s.platform.Commands(t); len(cmds) > 0 {
 			commands[t] = cmds
+			refs = append(refs, cmds)
 			// A ledger's command list is the same slice until its plugin
 			// changes (the command cache keeps it per plugin version).
 			fmt.Fprintf(&key, " %s:%p:%d", t, unsafe.SliceData(cmds), len(cmds))
@@ -54,7 +59,7 @@ func (s *Server) describe(gw *manifest.Gateway) apiDocs {
 	if c.key == key.String() {
 		return c.docs
 	}
-	c.key, c.docs = key.String(), s.generateDocs(gw, domain, commands)
+	c.key, c.docs, c.refs = key.String(), s.generateDocs(gw, domain, commands), refs
 	return c.docs
 }
 
