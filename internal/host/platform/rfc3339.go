@@ -11,8 +11,10 @@ import (
 var errTimeOffset = errors.New("time offset out of range: at most ±23:59")
 
 // ParseRFC3339 reads an RFC 3339 time as time.Parse does with
-// time.RFC3339Nano, refusing the offsets RFC 3339 does not allow.
+// time.RFC3339Nano, refusing the offsets RFC 3339 does not allow and
+// taking the lowercase t and z it allows (section 5.6).
 func ParseRFC3339(v string) (time.Time, error) {
+	v = UpperRFC3339(v)
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
 		return t, err
@@ -36,4 +38,21 @@ func checkOffset(v string) error {
 		return errTimeOffset
 	}
 	return nil
+}
+
+// UpperRFC3339 returns v with the date-time separator t and the zone z
+// of an RFC 3339 time in upper case, which is how time.Parse reads them;
+// anything else is returned as it is.
+func UpperRFC3339(v string) string {
+	if len(v) < 11 || v[4] != '-' || v[7] != '-' {
+		return v
+	}
+	b := []byte(v)
+	if b[10] == 't' {
+		b[10] = 'T'
+	}
+	if b[len(b)-1] == 'z' {
+		b[len(b)-1] = 'Z'
+	}
+	return string(b)
 }

@@ -38,6 +38,8 @@ func TestParseFilters(t *testing.T) {
 			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15, To: jan15 + 10*3_600_000 + 31*60_000 - 1}, nil},
 		{"rfc 3339 with zone", `{"from": "2024-01-15T01:00:00+01:00"}`,
 			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15}, nil},
+		{"rfc 3339 in lower case", `{"from": "2024-01-15t00:00:00z"}`,
+			projection.QueryOptions{Mode: projection.ModeMaterialized, From: jan15}, nil},
 		{"month and hour keys", `{"from": "2024-01", "to": "2024-01-15T10"}`,
 			projection.QueryOptions{Mode: projection.ModeMaterialized, From: 1704067200000, To: jan15 + 11*3_600_000 - 1}, nil},
 		{"day and month keys end with their period", `{"from": "2024-01-15", "to": "2024-02"}`,

@@ -348,6 +348,7 @@ func parseTime(v any, start bool) (ms int64, code, msg string) {
 			}
 			return beyond(1)
 		}
+		x = platform.UpperRFC3339(x)
 		for _, l := range timeLayouts {
 			t, err := time.ParseInLocation(l.layout, x, time.UTC)
 			if err == nil && l.period == nil {
