@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 )
 
@@ -38,34 +37,8 @@ func TestMemoryStateQueriesRunBesideWrites(t *testing.T) {
 	if _, err := e.ProcessIncrementalBatch(ctx, facts[:100], &ProcessOptions{ProjectionKey: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	errs := make(chan error, 8)
-	for q := range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := e.Query(ctx, "k", QueryOptions{From: base, To: base + 1440*60_000 - 1, Aggregate: q%2 == 0}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	for i := 100; i < len(facts); i += 100 {
-		if _, err := e.ProcessIncrementalBatch(ctx, facts[i:i+100], &ProcessOptions{ProjectionKey: "k"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	queryWhileWriting(t, e, e, facts[100:], func(q int) QueryOptions {
+		return QueryOptions{From: base, To: base + 1440*60_000 - 1, Aggregate: q%2 == 0}
+	})
 	checkQuery(t, e, facts, base, base+1440*60_000-1, "after concurrent queries")
 }

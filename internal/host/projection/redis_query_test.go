@@ -378,44 +378,13 @@ func TestQueryCacheReadRace(t *testing.T) {
 // process writes; a query that finds the cache busy reads without it.
 func TestQueryCacheConcurrent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	reader, writer, _ := cacheSetup(t, queryDayYAML)
 	base := ms("2024-01-01T00:00:00Z")
 	var facts []Fact
 	for i := range int64(2000) {
 		facts = append(facts, Fact{ID: fmt.Sprint("a", i), Type: "deposit", Timestamp: base + (i%600)*60_000, Data: map[string]any{"amount": json.Number(fmt.Sprint(i))}})
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	errs := make(chan error, 8)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := reader.Query(ctx, "k", QueryOptions{From: base, To: base + 1440*60_000 - 1}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for i := 0; i < len(facts); i += 100 {
-		if _, err := writer.ProcessIncrementalBatch(ctx, facts[i:i+100], &ProcessOptions{ProjectionKey: "k"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	queryWhileWriting(t, reader, writer, facts, func(int) QueryOptions { return QueryOptions{From: base, To: base + 1440*60_000 - 1} })
 	checkQuery(t, reader, facts, base, base+1440*60_000-1, "after concurrent queries")
 }
 
@@ -510,5 +479,42 @@ func TestQueryCacheClose(t *testing.T) {
 	checkQuery(t, reader, append(facts, f), from, to, "after Close")
 	if got := qc.filledSoFar(); got != n {
 		t.Errorf("the cache read %d buckets after Close", got-n)
+	}
+}
+
+// queryWhileWriting runs four goroutines querying reader (goroutine i
+// with opts(i)) while writer applies facts in batches of 100, then stops
+// them and fails on any query error.
+func queryWhileWriting(t *testing.T, reader, writer *Engine, facts []Fact, opts func(i int) QueryOptions) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for q := range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := reader.Query(ctx, "k", opts(q)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := 0; i < len(facts); i += 100 {
+		if _, err := writer.ProcessIncrementalBatch(ctx, facts[i:min(i+100, len(facts))], &ProcessOptions{ProjectionKey: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
