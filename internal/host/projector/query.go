@@ -366,6 +366,9 @@ func parseTime(v any, start bool) (ms int64, code, msg string) {
 			}
 			return inRange(ms)
 		}
+		// Text that is no time is of the right type, in the wrong form
+		// (format, as GET /v1/facts says of it).
+		return 0, problem.CodeFormat, notATime
 	}
 	return 0, problem.CodeType, notATime
 }
