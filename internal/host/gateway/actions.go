@@ -68,7 +68,7 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 	if err := in.err(); err != nil {
 		return err
 	}
-	return s.idempotent(c, raw, func() (int, any, error) {
+	return s.idempotent(c, "", raw, func() (int, any, error) {
 		// The route's entity type must be the entity's.
 		if _, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity); err != nil {
 			return 0, nil, err
@@ -121,7 +121,7 @@ func (s *Server) actionCreate(c *fiber.Ctx, r *manifest.Route) error {
 	}); err != nil {
 		return err
 	}
-	return s.idempotent(c, raw, func() (int, any, error) {
+	return s.idempotent(c, "", raw, func() (int, any, error) {
 		e, err := s.platform.CreateEntity(ctx(c), tenant(c), platform.CreateEntityInput{Type: r.Entity, ID: entID, Fields: prefixed(data), Metadata: meta})
 		if err != nil {
 			return 0, nil, dataPrefixed(err)

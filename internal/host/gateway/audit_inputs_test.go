@@ -183,4 +183,26 @@ func TestPatchHonoursIdempotencyKey(t *testing.T) {
 	h.req("PATCH", "/v1/entities/"+id, h.keyA, patch, "Idempotency-Key", "p2").wantReplayOf(t, first)
 	// Another patch under p2 is another request.
 	h.req("PATCH", "/v1/entities/"+id, h.keyA, map[string]any{"version": 2, "name": "Other"}, "Idempotency-Key", "p2").wantStatus(t, 422)
+	// With a query, the body is still compared as JSON: members in
+	// another order are the same request (it was a 422).
+	first = h.req("PATCH", "/v1/entities/"+id+"?entity_type=account", h.keyA, `{"version":2,"name":"Third"}`, "Idempotency-Key", "p3").wantStatus(t, 200)
+	h.req("PATCH", "/v1/entities/"+id+"?entity_type=account", h.keyA, `{"name": "Third", "version": 2}`, "Idempotency-Key", "p3").wantReplayOf(t, first)
+}
+
+// TestConfigScopeIDAlone: a new version's scope_id without a scope_type
+// moves the config to another scope of the type it has; it was dropped
+// without a word.
+func TestConfigScopeIDAlone(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	scoped := str(h.req("POST", "/v1/configs", h.keyA, map[string]any{"type": "limits", "settings": map[string]any{"max": 1}, "scope_type": "account", "scope_id": "acct-1"}).
+		wantStatus(t, 201).data()["id"])
+	got := h.req("PUT", "/v1/configs/"+scoped, h.keyA, map[string]any{"settings": map[string]any{"max": 2}, "scope_id": "acct-2"}).wantStatus(t, 200).data()
+	if got["scope_type"] != "account" || got["scope_id"] != "acct-2" {
+		t.Fatalf("new version's scope %v/%v, want account/acct-2", got["scope_type"], got["scope_id"])
+	}
+	got = h.req("PUT", "/v1/configs/"+scoped, h.keyA, map[string]any{"settings": map[string]any{"max": 3}}).wantStatus(t, 200).data()
+	if got["scope_type"] != "account" || got["scope_id"] != "acct-2" {
+		t.Fatalf("a version without scope has %v/%v, want the scope kept: account/acct-2", got["scope_type"], got["scope_id"])
+	}
 }

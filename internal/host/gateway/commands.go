@@ -192,11 +192,11 @@ func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpe
 		}
 		return respond(c, status, data)
 	}
-	fingerprint := append([]byte(entityID+"\n"), raw...)
+	scope := entityID
 	if len(extra) > 0 {
-		fingerprint = append(append(fingerprint, '\n'), mustMarshal(extra)...)
+		scope += "\n" + string(mustMarshal(extra))
 	}
-	return s.idempotent(c, fingerprint, run)
+	return s.idempotent(c, scope, raw, run)
 }
 
 func mustMarshal(v any) []byte {

@@ -321,7 +321,7 @@ func TestIndexedValuesAreBoundedOnBothStores(t *testing.T) {
 			}
 			ent := str(h.req("POST", "/v1/entities", h.keyA, account("a", atSlot)).wantStatus(t, 201).data()["id"])
 			fact := map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1},
-				"subtype": letters(platform.MaxSubtypeLength), "source_id": letters(platform.MaxSourceIDLength)}
+				"subtype": letters(platform.MaxSubtypeLength), "source_id": letters(platform.MaxSourceIDLength), "trace_id": letters(platform.MaxTraceIDLength)}
 			h.req("POST", "/v1/facts", h.keyA, fact).wantStatus(t, 201)
 			h.req("PATCH", "/v1/entities/"+ent, h.keyA, map[string]any{"version": 2, "owner_id": letters(platform.MaxSlotLength)}).wantStatus(t, 200)
 			before := h.stored(ent)
@@ -335,6 +335,7 @@ func TestIndexedValuesAreBoundedOnBothStores(t *testing.T) {
 				{"patched field", "PATCH", "/v1/entities/" + ent, map[string]any{"version": 3, "owner_id": letters(3000)}, "owner_id"},
 				{"fact subtype", "POST", "/v1/facts", map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1}, "subtype": letters(platform.MaxSubtypeLength + 1)}, "subtype"},
 				{"fact source_id", "POST", "/v1/facts", map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1}, "source_id": letters(3000)}, "source_id"},
+				{"fact trace_id", "POST", "/v1/facts", map[string]any{"entity_id": ent, "type": "deposit", "data": map[string]any{"amount": 1}, "trace_id": letters(3000)}, "trace_id"},
 			} {
 				r := h.req(tc.method, tc.path, h.keyA, tc.body)
 				r.wantProblem(t, 400, "validation-failed", "Validation Failed", "Request validation failed")

@@ -116,7 +116,7 @@ const idempotencyScope = "tenant"
 
 // idempotent runs a write through the Idempotency-Key machinery when the
 // client sent the header; otherwise it just runs it.
-func (s *Server) idempotent(c *fiber.Ctx, body []byte, run func() (int, any, error)) error {
+func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() (int, any, error)) error {
 	// fiber reads the first of several: which key the client meant cannot
 	// be told, as with X-API-Key.
 	if len(c.Request().Header.PeekAll("Idempotency-Key")) > 1 {
@@ -134,7 +134,7 @@ func (s *Server) idempotent(c *fiber.Ctx, body []byte, run func() (int, any, err
 		return problem.Validation([]problem.FieldError{{Field: "Idempotency-Key", Code: problem.CodeFormat, Message: "Idempotency-Key must be 1-255 visible ASCII characters"}})
 	}
 	k := store.IdemKey{TenantID: tenant(c), Scope: idempotencyScope, Key: key}
-	resp, replayed, err := s.idem.Do(ctx(c), k, idempotency.Fingerprint(c.Method(), c.Path(), body), func() (idempotency.Response, error) {
+	resp, replayed, err := s.idem.Do(ctx(c), k, idempotency.Fingerprint(c.Method(), c.Path(), scope, body), func() (idempotency.Response, error) {
 		status, data, err := run()
 		if err != nil {
 			return idempotency.Response{}, err
@@ -234,7 +234,7 @@ func (s *Server) createEntity(c *fiber.Ctx) error {
 	}); err != nil {
 		return err
 	}
-	return s.idempotent(c, raw, func() (int, any, error) {
+	return s.idempotent(c, "", raw, func() (int, any, error) {
 		e, err := s.platform.CreateEntity(ctx(c), tenant(c), platform.CreateEntityInput{Type: typ, ID: entID, Fields: fields, Metadata: meta})
 		if err != nil {
 			return 0, nil, err
@@ -327,8 +327,7 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 	// another request is a 422, as on every write that takes one. The
 	// fingerprint's path names the entity; entity_type may be in the
 	// query.
-	fp := append([]byte(c.Context().QueryArgs().String()+"\n"), raw...)
-	return s.idempotent(c, fp, func() (int, any, error) {
+	return s.idempotent(c, c.Context().QueryArgs().String(), raw, func() (int, any, error) {
 		e, err := s.platform.UpdateEntity(ctx(c), tenant(c), platform.UpdateEntityInput{ID: Param(c, "id"), Type: typ, ExpectedVersion: version, Patch: patch, Metadata: meta, ClearMetadata: clearMeta})
 		if err != nil {
 			return 0, nil, err
@@ -385,7 +384,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 	if fi.TraceID == "" {
 		fi.TraceID = traceID(c)
 	}
-	return s.idempotent(c, raw, func() (int, any, error) {
+	return s.idempotent(c, "", raw, func() (int, any, error) {
 		f, err := s.platform.AppendFact(ctx(c), tenant(c), fi)
 		if err != nil {
 			return 0, nil, err
@@ -482,7 +481,7 @@ func (s *Server) createConfig(c *fiber.Ctx) error {
 	}); err != nil {
 		return err
 	}
-	return s.idempotent(c, raw, func() (int, any, error) {
+	return s.idempotent(c, "", raw, func() (int, any, error) {
 		cfg, err := s.platform.CreateConfig(ctx(c), tenant(c), ci)
 		if err != nil {
 			return 0, nil, err

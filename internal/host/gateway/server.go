@@ -206,6 +206,15 @@ func (s *Server) Serve(ln net.Listener) error {
 // period.
 func (s *Server) Shutdown(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	// Idempotency records still being written once the requests are
+	// done: their retries end (each after its current attempt).
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+		defer cancel()
+		if err := s.idem.Stop(ctx); err != nil {
+			s.log.Warn("idempotency records not written before shutdown", "err", err)
+		}
+	}()
 	s.conns.drain()
 	done := make(chan error, 1)
 	go func() { done <- s.app.ShutdownWithTimeout(timeout) }()

@@ -8,11 +8,14 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/factline/factline/internal/host/problem"
@@ -43,11 +46,65 @@ type Keeper struct {
 	ttl   time.Duration
 	lock  time.Duration
 	now   func() time.Time
+
+	// Writes of a record's outcome the store refused (it was down) are
+	// tried again in the background until they succeed or Stop.
+	stop     chan struct{}
+	stopOnce sync.Once
+	settling sync.WaitGroup
 }
 
 // New returns a Keeper with the default TTL and lock.
 func New(s store.IdempotencyStore) *Keeper {
-	return &Keeper{store: s, ttl: DefaultTTL, lock: DefaultLock, now: time.Now}
+	return &Keeper{store: s, ttl: DefaultTTL, lock: DefaultLock, now: time.Now, stop: make(chan struct{})}
+}
+
+// Stop ends the retries of outcome writes still failing, each after its
+// current attempt, and waits for them until ctx ends. A record whose
+// outcome was never written stays in flight until its lock passes.
+func (k *Keeper) Stop(ctx context.Context) error {
+	k.stopOnce.Do(func() { close(k.stop) })
+	done := make(chan struct{})
+	go func() { k.settling.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("idempotency: stop: %w", ctx.Err())
+	}
+}
+
+// settle writes a record's outcome, and when the store refuses it, tries
+// again in the background with a growing pause (at most 5 s) until it
+// succeeds or the Keeper stops.
+func (k *Keeper) settle(ctx context.Context, write func(context.Context) error) {
+	attempt := func() error {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return write(c)
+	}
+	if attempt() == nil {
+		return
+	}
+	k.settling.Add(1)
+	go func() {
+		defer k.settling.Done()
+		pause := 100 * time.Millisecond
+		t := time.NewTimer(pause)
+		defer t.Stop()
+		for {
+			select {
+			case <-k.stop:
+				return
+			case <-t.C:
+			}
+			if attempt() == nil {
+				return
+			}
+			pause = min(2*pause, 5*time.Second)
+			t.Reset(pause)
+		}
+	}()
 }
 
 // TTL returns how long completed keys are remembered.
@@ -66,25 +123,47 @@ func ValidKey(key string) bool {
 	return true
 }
 
-// Fingerprint identifies a request body: JSON is canonicalised first so key
-// order and whitespace do not matter.
-func Fingerprint(method, path string, body []byte) string {
+// Fingerprint identifies a request: its method and path, a scope of
+// what else selects the operation (a query, an entity id; empty for
+// none) and its body. A JSON body is canonicalised first so key order and
+// whitespace do not matter; its numbers keep their text, so two bodies
+// whose numbers differ only beyond a float64's precision
+// (9007199254740993 and ...992, 0.1 and 0.1000000000000000000001) are
+// different requests, as the stores keep them apart.
+func Fingerprint(method, path, scope string, body []byte) string {
 	canon := body
-	var v any
-	if json.Unmarshal(body, &v) == nil {
+	if v, ok := decodeJSON(body); ok {
 		if b, err := json.Marshal(v); err == nil {
 			canon = b
 		}
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %s\n", method, path)
+	if scope != "" {
+		fmt.Fprintf(h, "%s\n", scope)
+	}
 	h.Write(canon)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// decodeJSON reads one JSON value, numbers as their text.
+func decodeJSON(body []byte) (any, bool) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
+}
+
 // Do runs fn at most once per key. It returns the response and whether it
 // was replayed from an earlier request. When fn fails, the key is released
-// so the client may retry.
+// so the client may retry. Once fn has succeeded its response is
+// returned even when the store cannot record it yet (see settle).
 func (k *Keeper) Do(ctx context.Context, key store.IdemKey, fingerprint string, fn func() (Response, error)) (Response, bool, error) {
 	now := k.now()
 	rec, started, err := k.store.BeginIdempotency(ctx, store.IdemBegin{
@@ -112,22 +191,25 @@ func (k *Keeper) Do(ctx context.Context, key store.IdemKey, fingerprint string, 
 	}
 	resp, err := fn()
 	if err != nil {
-		// Best effort: if the release fails the lock still expires.
-		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = k.store.ReleaseIdempotency(relCtx, key)
-		cancel()
+		// The key is released so the client may retry at once; if the
+		// store refuses that too, the release is tried again until it
+		// succeeds (meanwhile a retry is a 409, as for a key in flight).
+		k.settle(ctx, func(c context.Context) error { return k.store.ReleaseIdempotency(c, key) })
 		return Response{}, false, err
 	}
 	var headers json.RawMessage
 	if len(resp.Headers) > 0 {
 		headers, _ = json.Marshal(resp.Headers)
 	}
-	// The operation happened: record it even if the client went away.
-	doneCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := k.store.CompleteIdempotency(doneCtx, key, resp.Status, resp.Body, headers); err != nil {
-		return Response{}, false, fmt.Errorf("idempotency: complete: %w", err)
-	}
+	// The operation happened, so the client gets its answer whether or
+	// not the record is written now: an error here would have it retry
+	// an operation already done, which would run again once the key's
+	// lock passed. The record is written even if the client went away,
+	// and written again until the store takes it; until then a retry is
+	// a 409 (in flight).
+	k.settle(ctx, func(c context.Context) error {
+		return k.store.CompleteIdempotency(c, key, resp.Status, resp.Body, headers)
+	})
 	return resp, false, nil
 }
 

@@ -133,7 +133,27 @@ func (c *checker) parseDocument(src []byte) *yaml.Node {
 		c.at(top, "manifest must be a mapping, got %s", kindName(top))
 		return nil
 	}
+	c.aliasKeys(top)
 	return top
+}
+
+// aliasKeys refuses an alias used as a mapping key anywhere: the checks
+// read a key's text, which for an alias is the anchor's name, not the
+// key it stands for (a second "status" would pass as a field "f").
+func (c *checker) aliasKeys(n *yaml.Node) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.AliasNode {
+				c.at(k, "an alias (*%s) cannot be a key: write the key itself", k.Value)
+			}
+			c.aliasKeys(n.Content[i+1])
+		}
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			c.aliasKeys(item)
+		}
+	}
 }
 
 // syntax turns a yaml.v3 error ("yaml: line 3: ...") into a diagnostic.

@@ -312,6 +312,8 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 		seen := map[string]bool{}
 		for i, ft := range facts {
 			switch {
+			case ft == PlatformFactType:
+				c.at(nodes[i], "%s.facts: fact type %q is the platform's own (the webhook deliveries' audit facts)", what, ft)
 			case !identRe.MatchString(ft):
 				c.at(nodes[i], "%s.facts: fact type %.80q must be lowercase letters, digits and underscores", what, ft)
 			case len(ft) > MaxTypeName:
@@ -515,12 +517,37 @@ func (c *checker) checkPath(n *yaml.Node, what, path string) []string {
 			c.at(n, "%s.path: %s is served by the gateway itself", what, path)
 		}
 	}
+	var reached []string
 	for _, p := range ReservedPrefixes {
-		if path == p || strings.HasPrefix(path, p+"/") {
+		switch {
+		case path == p || strings.HasPrefix(path, p+"/"):
 			c.at(n, "%s.path: %s is under %s, which the gateway itself serves", what, path, p)
+		case mayReach(path, p):
+			reached = append(reached, p)
 		}
 	}
+	if len(reached) > 0 {
+		c.at(n, "%s.path: %s can match paths under %s, which the gateway itself serves: its parameters would take them over", what, path, strings.Join(reached, ", "))
+	}
 	return params
+}
+
+// mayReach reports whether a route path with parameters matches some
+// path at or under prefix: it has at least the prefix's segments, and
+// each of them is the prefix's or a parameter (which matches any one
+// segment).
+func mayReach(path, prefix string) bool {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	want := strings.Split(strings.Trim(prefix, "/"), "/")
+	if len(segs) < len(want) {
+		return false
+	}
+	for i, w := range want {
+		if segs[i] != w && !strings.HasPrefix(segs[i], ":") {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *checker) rateLimit(what string, n *yaml.Node) *RateLimit {

@@ -97,8 +97,13 @@ func (s *Service) ConfigInputErrors(ctx context.Context, tenant, configID string
 // current version.
 func inheritConfig(in *ConfigInput, cur *store.Config, configID string) {
 	in.Type, in.ID = cur.Type, configID
+	// A scope_id alone moves the config to another scope of the type it
+	// has; neither keeps its scope.
 	if in.ScopeType == "" {
-		in.ScopeType, in.ScopeID = cur.ScopeType, cur.ScopeID
+		in.ScopeType = cur.ScopeType
+		if in.ScopeID == "" {
+			in.ScopeID = cur.ScopeID
+		}
 	}
 	if in.Name == "" {
 		in.Name = cur.Name

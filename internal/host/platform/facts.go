@@ -67,6 +67,7 @@ const (
 const (
 	MaxSubtypeLength  = 64   // characters of a fact subtype
 	MaxSourceIDLength = 256  // bytes of a fact's source_id
+	MaxTraceIDLength  = 256  // bytes of a fact's trace_id (spans and webhook trace context carry it)
 	MaxSlotLength     = 1024 // bytes of a string field kept in an index slot
 )
 
@@ -91,6 +92,9 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	}
 	if len(in.SourceID) > MaxSourceIDLength {
 		errs = append(errs, problem.FieldError{Field: "source_id", Code: problem.CodeRange, Message: fmt.Sprintf("source_id must be at most %d bytes (got %d)", MaxSourceIDLength, len(in.SourceID))})
+	}
+	if len(in.TraceID) > MaxTraceIDLength {
+		errs = append(errs, problem.FieldError{Field: "trace_id", Code: problem.CodeRange, Message: fmt.Sprintf("trace_id must be at most %d bytes (got %d)", MaxTraceIDLength, len(in.TraceID))})
 	}
 	if in.Timestamp < 0 || in.Timestamp > MaxFactTime {
 		errs = append(errs, problem.FieldError{Field: "timestamp", Code: problem.CodeRange, Message: fmt.Sprintf("timestamp must be milliseconds since the epoch, at most %d (9999-12-31T23:59:59.999Z)", MaxFactTime)})

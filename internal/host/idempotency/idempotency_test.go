@@ -1,0 +1,150 @@
+package idempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/factline/factline/internal/host/idempotency"
+	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
+	"github.com/factline/factline/internal/teststore"
+	"github.com/factline/factline/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+func TestFingerprint(t *testing.T) {
+	t.Parallel()
+	fp := func(scope, body string) string {
+		return idempotency.Fingerprint("POST", "/v1/facts", scope, []byte(body))
+	}
+	for _, tc := range []struct {
+		name     string
+		a, b     [2]string // scope, body
+		wantSame bool
+	}{
+		{"key order and whitespace", [2]string{"", `{"a":1,"b":[1,2]}`}, [2]string{"", "{ \"b\": [1, 2],\n\"a\": 1 }"}, true},
+		{"integers beyond a float64", [2]string{"", `{"max":9007199254740993}`}, [2]string{"", `{"max":9007199254740992}`}, false},
+		{"decimals beyond a float64", [2]string{"", `{"amount":0.1}`}, [2]string{"", `{"amount":0.1000000000000000000001}`}, false},
+		{"the same numbers", [2]string{"", `{"amount":0.1,"n":12}`}, [2]string{"", `{"n":12,"amount":0.1}`}, true},
+		{"scope with key order", [2]string{"entity_type=account", `{"version":5,"name":"Acme"}`}, [2]string{"entity_type=account", `{"name":"Acme","version":5}`}, true},
+		{"another scope", [2]string{"acct-1", `{}`}, [2]string{"acct-2", `{}`}, false},
+		{"scope or none", [2]string{"", `{}`}, [2]string{"x", `{}`}, false},
+		{"trailing data is kept as sent", [2]string{"", `{"a":1} {"b":2}`}, [2]string{"", `{"a":1}{"b":2}`}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if same := fp(tc.a[0], tc.a[1]) == fp(tc.b[0], tc.b[1]); same != tc.wantSame {
+				t.Fatalf("same fingerprint %v, want %v", same, tc.wantSame)
+			}
+		})
+	}
+}
+
+// failingOutcomes is a real store whose writes of an idempotency
+// record's outcome fail, as with the database down, until healed.
+type failingOutcomes struct {
+	store.IdempotencyStore
+	down     atomic.Bool
+	attempts atomic.Int64
+}
+
+var errDown = fmt.Errorf("test: %w", store.ErrUnavailable)
+
+func (f *failingOutcomes) CompleteIdempotency(ctx context.Context, k store.IdemKey, status int, body []byte, headers json.RawMessage) error {
+	f.attempts.Add(1)
+	if f.down.Load() {
+		return errDown
+	}
+	return f.IdempotencyStore.CompleteIdempotency(ctx, k, status, body, headers)
+}
+
+func (f *failingOutcomes) ReleaseIdempotency(ctx context.Context, k store.IdemKey) error {
+	f.attempts.Add(1)
+	if f.down.Load() {
+		return errDown
+	}
+	return f.IdempotencyStore.ReleaseIdempotency(ctx, k)
+}
+
+// An operation that succeeded while its record could not be written
+// answers its response (a 503 told the client to retry an operation
+// already done, and the retry ran it again once the key's lock passed);
+// the record is written once the store takes it, and a retry then gets
+// the response replayed. A failed operation's key is released the same
+// way.
+func TestOutcomesTheStoreRefusedAreWrittenLater(t *testing.T) {
+	t.Parallel()
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			st := &failingOutcomes{IdempotencyStore: teststore.Open(t, backend)}
+			k := idempotency.New(st)
+			t.Cleanup(func() {
+				if err := k.Stop(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+			ctx := context.Background()
+			key := store.IdemKey{TenantID: "t1", Scope: "tenant", Key: "k1"}
+			fp := idempotency.Fingerprint("POST", "/v1/facts", "", []byte(`{"a":1}`))
+			var runs atomic.Int64
+			op := func() (idempotency.Response, error) {
+				runs.Add(1)
+				return idempotency.Response{Status: 201, Body: []byte(`{"data":{"id":"f1"}}`)}, nil
+			}
+
+			st.down.Store(true)
+			resp, replayed, err := k.Do(ctx, key, fp, op)
+			if err != nil || replayed || resp.Status != 201 {
+				t.Fatalf("first request with the record unwritable: %+v %v %v, want its 201", resp, replayed, err)
+			}
+			// Written in the background: tried again while refused.
+			testutil.Eventually(t, 10*time.Second, "retries of the refused outcome", func() bool { return st.attempts.Load() >= 3 })
+			_, _, err = k.Do(ctx, key, fp, op)
+			var pe *problem.Error
+			if !errors.As(err, &pe) || pe.Kind != problem.Conflict {
+				t.Fatalf("retry before the record is written: %v, want a 409 (in flight)", err)
+			}
+			st.down.Store(false)
+			testutil.EventuallyNil(t, 15*time.Second, func() error {
+				resp, replayed, err := k.Do(ctx, key, fp, op)
+				if err != nil {
+					return err
+				}
+				if !replayed || resp.Status != 201 || string(resp.Body) != `{"data":{"id":"f1"}}` {
+					return fmt.Errorf("retry once written: %+v replayed %v, want the first response replayed", resp, replayed)
+				}
+				return nil
+			})
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the operation ran %d times, want once", n)
+			}
+
+			// A failed operation: its key is released once the store
+			// takes the release, and a retry then runs.
+			key2 := store.IdemKey{TenantID: "t1", Scope: "tenant", Key: "k2"}
+			st.down.Store(true)
+			if _, _, err := k.Do(ctx, key2, fp, func() (idempotency.Response, error) { return idempotency.Response{}, errDown }); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("failed operation: %v", err)
+			}
+			st.down.Store(false)
+			testutil.EventuallyNil(t, 15*time.Second, func() error {
+				_, replayed, err := k.Do(ctx, key2, fp, func() (idempotency.Response, error) {
+					return idempotency.Response{Status: 201}, nil
+				})
+				if err != nil {
+					return err
+				}
+				if replayed {
+					return errors.New("replayed a response the failed operation never had")
+				}
+				return nil
+			})
+		})
+	}
+}
