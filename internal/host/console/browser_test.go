@@ -809,6 +809,19 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("after sign out, /console/webhooks landed on %q", loc)
 		}
 	})
+
+	// Back after signing out asks the server again rather than showing
+	// the tenant's page from the back/forward cache (a shared machine's
+	// next user saw every key of the tenant).
+	t.Run("SignOutThenBack", func(t *testing.T) {
+		var loc string
+		run(t, signIn(acmeAdmin), chromedp.Click("#nav-keys", chromedp.ByID), chromedp.WaitVisible("#create-key", chromedp.ByID),
+			chromedp.Click("#sign-out", chromedp.ByID), chromedp.WaitVisible("#key", chromedp.ByID),
+			chromedp.NavigateBack(), chromedp.WaitVisible("#key", chromedp.ByID), chromedp.Location(&loc))
+		if u, _ := url.Parse(loc); u == nil || u.Path != "/console/sign-in" {
+			t.Errorf("Back after sign out showed %q", loc)
+		}
+	})
 }
 
 // firstKey is the smallest key of a set.

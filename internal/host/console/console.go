@@ -77,7 +77,16 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{opts: opts, sealer: s, pages: map[string]*template.Template{}}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	return &Console{opts: opts, sealer: s, pages: pages}, nil
+}
+
+// parsePages parses every page template, each with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	pages := map[string]*template.Template{}
 	funcs := template.FuncMap{
 		"ms": func(v any) string {
 			f, _ := v.(float64)
@@ -109,9 +118,9 @@ func New(opts Options) (*Console, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.pages[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
+		pages[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
 	}
-	return c, nil
+	return pages, nil
 }
 
 // Mount registers the console routes on the gateway's fiber app.

@@ -107,10 +107,17 @@ func (c *Console) newWebhookPage(fc *fiber.Ctx, s *session) error {
 }
 
 // webhookConfig reads the current version of a config.
+// A config of another type (a projection's) is not found here: its
+// edit form and archive question would have spoken of a webhook.
 func (c *Console) webhookConfig(ctx context.Context, s *session, id string) (map[string]any, error) {
 	var cfg map[string]any
-	err := c.call(ctx, s, http.MethodGet, "/v1/configs/"+url.PathEscape(id), "", nil, &cfg)
-	return cfg, err
+	if err := c.call(ctx, s, http.MethodGet, "/v1/configs/"+url.PathEscape(id), "", nil, &cfg); err != nil {
+		return nil, err
+	}
+	if str(cfg["type"]) != "webhook" {
+		return nil, &apiError{Status: fiber.StatusNotFound, Title: "Not Found", Detail: "Webhook " + id + " not found: config " + id + " is a " + str(cfg["type"]) + " config"}
+	}
+	return cfg, nil
 }
 
 // conflict shows a 409 for a view an archived config does not offer.
@@ -353,6 +360,9 @@ func (c *Console) archiveWebhook(fc *fiber.Ctx, s *session) error {
 		return c.unconfirmed(fc, s, "Confirm the archive first")
 	}
 	id := gateway.Param(fc, "id")
+	if _, err := c.webhookConfig(ctx, s, id); err != nil {
+		return c.done(fc, s, "/webhooks", "", err)
+	}
 	err := c.call(ctx, s, http.MethodDelete, "/v1/configs/"+url.PathEscape(id), "", nil, nil)
 	return c.done(fc, s, "/webhooks", "Webhook "+id+" archived", err)
 }

@@ -302,3 +302,38 @@ func TestLiveKeyCannotManageWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookViewsRefuseOtherConfigs: the edit form and the archive
+// question are a webhook's; another config's id is not found there (the
+// archive would have archived a projection's config).
+func TestWebhookViewsRefuseOtherConfigs(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	r := httptest.NewRequest("POST", "/v1/configs", strings.NewReader(`{"type":"limits","settings":{"max":1}}`))
+	r.Header.Set("X-API-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := a.Server.App().Test(r, -1)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create a config: %v %v", resp.StatusCode, err)
+	}
+	var env struct {
+		Data struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatal(err)
+	}
+	id := env.Data.ID
+	for _, path := range []string{"/edit", "/archive"} {
+		resp := do(t, a, "GET", "/console/webhooks/"+id+path, cookie, nil)
+		if page := body(t, resp); resp.StatusCode != http.StatusNotFound || !strings.Contains(page, "is a limits config") {
+			t.Errorf("GET %s of a limits config: %d %s", path, resp.StatusCode, page)
+		}
+	}
+	resp = do(t, a, "POST", "/console/webhooks/"+id+"/archive", cookie, url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if resp.StatusCode != http.StatusNotFound || api(t, a, key, "GET", "/v1/configs/"+id)["status"] != "active" {
+		t.Fatalf("archive of a limits config through the webhook view: %d, status %v", resp.StatusCode, api(t, a, key, "GET", "/v1/configs/"+id)["status"])
+	}
+}

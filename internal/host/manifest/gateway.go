@@ -77,6 +77,7 @@ type GatewayEntity struct {
 	Fields      []GatewayField
 	Facts       []string
 	Line        int
+	pos         Diagnostic // for problems found against stored data
 }
 
 // GatewayField is a field of a gateway entity declaration.
@@ -84,6 +85,7 @@ type GatewayField struct {
 	Name    string
 	Type    string // string or number
 	Indexed bool
+	pos     Diagnostic
 }
 
 // Route is one declared route.
@@ -237,7 +239,7 @@ func (c *checker) gateway(top *yaml.Node, domain *Domain) *Gateway {
 
 func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntity {
 	what := "entities." + key.Value
-	e := &GatewayEntity{Name: key.Value, Line: key.Line}
+	e := &GatewayEntity{Name: key.Value, Line: key.Line, pos: c.pos(key)}
 	switch {
 	case !identRe.MatchString(e.Name):
 		c.at(key, "entity name %.80q must be lowercase letters, digits and underscores, starting with a letter", e.Name)
@@ -300,7 +302,7 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 						c.at(v, "%s: indexed here, but the domain manifest gives field %s no storage slot, so it cannot be filtered on; give it one there", fw, k.Value)
 					}
 				}
-				e.Fields = append(e.Fields, GatewayField{Name: k.Value, Type: typ, Indexed: idx})
+				e.Fields = append(e.Fields, GatewayField{Name: k.Value, Type: typ, Indexed: idx, pos: c.pos(k)})
 			}
 		}
 	}
@@ -426,8 +428,17 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 	if r.Action == ActionCommand && pathOK && !contains(r.Params, "id") {
 		c.at(pathNode, "%s: action command needs the :id path parameter naming the entity (for example /members/:id/earn)", what)
 	}
-	if r.Action == ActionGet && r.Entity != SystemEntity && pathOK && len(r.Params) == 0 {
+	switch {
+	case r.Action == ActionGet && r.Entity != SystemEntity && pathOK && len(r.Params) == 0:
 		c.at(pathNode, "%s: action get needs a path parameter naming the entity (for example /accounts/:id)", what)
+	case r.Action == ActionGet && r.Entity != SystemEntity && pathOK && len(r.Params) > 1 &&
+		!contains(r.Params, "id") && !contains(r.Params, "entityId") && !contains(r.Params, "entity_id"):
+		c.at(pathNode, "%s: action get has several path parameters and none names the entity: call the one holding its id :id (or :entityId, :entity_id)", what)
+	case (r.Action == ActionCreate || r.Action == ActionList) && pathOK && len(r.Params) > 0:
+		// Their input is the body or the query string: a parameter
+		// would be matched and then ignored.
+		c.at(pathNode, "%s: action %s takes no path parameters (:%s would be ignored); its input is the %s", what, r.Action, strings.Join(r.Params, ", :"),
+			map[string]string{ActionCreate: "body", ActionList: "query string"}[r.Action])
 	}
 	if methodNode != nil && actionNode != nil {
 		if want := actionMethods[r.Action]; want != nil && contains(methods, r.Method) && !contains(want, r.Method) {
@@ -623,10 +634,10 @@ func MergeDomain(d *Domain, g *Gateway) *Domain {
 		if _, ok := out.Entities[e.Name]; ok {
 			continue
 		}
-		t := &EntityType{Name: e.Name, Ledger: "builtin", Description: e.Description, Facts: e.Facts}
+		t := &EntityType{Name: e.Name, Ledger: "builtin", Description: e.Description, Facts: e.Facts, pos: e.pos}
 		s, n := 0, 0
 		for _, f := range e.Fields {
-			fl := Field{Name: f.Name, Type: f.Type}
+			fl := Field{Name: f.Name, Type: f.Type, pos: f.pos}
 			if f.Indexed && f.Type == "string" {
 				fl.Storage = store.SlotColumn(s, false)
 				s++

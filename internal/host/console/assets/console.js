@@ -17,14 +17,11 @@
     if (!e.persisted) {
       return;
     }
-    // A page marked once (a key shown a single time) is asked for again
-    // when the back/forward cache restores it: the server says it is gone.
-    if (document.body.dataset.once) {
-      window.location.reload();
-      return;
-    }
-    // Forms of a restored page can be sent again.
-    document.querySelectorAll("form[data-sent]").forEach(function (f) { delete f.dataset.sent; });
+    // A page the back/forward cache restores is asked for again: the
+    // session may have ended (Back after signing out showed the tenant's
+    // page), the page may have been shown once (a new key), and its
+    // forms come back unsent.
+    window.location.reload();
   });
   // A view loaded in place (htmx) shows that it is on its way, and says
   // so when the server cannot be reached or does not answer: a click
