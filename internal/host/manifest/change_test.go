@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,5 +174,46 @@ func TestFactSchemaChangesAreCheckedAgainstStoredFacts(t *testing.T) {
 				t.Errorf("problems:\n%s\nwant:\n%s", g, tc.want)
 			}
 		})
+	}
+}
+
+// TestGatewayTypeChangesNameTheirPlace: a change of a type a gateway
+// manifest declares, refused for the stored data, is reported at its
+// file, line and column (the problems had none: ": entities.widget: ...").
+func TestGatewayTypeChangesNameTheirPlace(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "factline.db"), sqlite.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.CreateEntity(ctx, &store.Entity{TenantID: "t1", ID: "w1", Type: "widget", Data: json.RawMessage(`{"label":"x"}`), CreatedAt: 1, UpdatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	d := parse(t, ticketsV1)
+	dir := t.TempDir()
+	load := func(name, fields string) (*manifest.Gateway, string) {
+		file := filepath.Join(dir, name)
+		src := "name: widgets\nversion: \"1\"\nentities:\n  widget:\n    fields: " + fields + "\n    facts: [made]\nroutes:\n  - {path: /widgets/:id, method: GET, entity: widget, action: get}\n"
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		g, err := manifest.LoadGatewayFile(file, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, file
+	}
+	g1, _ := load("v1.yaml", "{label: {type: string}}")
+	g2, file := load("v2.yaml", "{label: {type: number}}")
+	env := manifest.ChangeEnv{Usage: st, LedgerInstalled: func(context.Context, string) (bool, error) { return true, nil }}
+	err = manifest.CheckChange(ctx, manifest.MergeDomain(d, g1), manifest.MergeDomain(d, g2), env)
+	if err == nil {
+		t.Fatal("retyping a field stored entities hold was accepted")
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !strings.HasPrefix(line, file+":5:") && !strings.HasPrefix(line, file+":4:") {
+			t.Errorf("problem not placed in %s at the type's lines: %q", file, line)
+		}
 	}
 }
