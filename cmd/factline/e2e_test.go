@@ -478,6 +478,23 @@ func TestHotReload(t *testing.T) {
 	if code, _ := s.do(t, "GET", "/v1/two", "", ""); code != 200 {
 		t.Fatalf("old routes stopped serving after an invalid reload: %d", code)
 	}
+
+	// A deleted manifest is said once, and the routes keep serving; put
+	// back, it is served again.
+	if err := os.Remove(man); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the deleted manifest to be reported", func() bool {
+		return strings.Contains(s.stderr.String(), "manifests cannot be read")
+	})
+	if code, _ := s.do(t, "GET", "/v1/two", "", ""); code != 200 {
+		t.Fatalf("routes stopped serving after the manifest was deleted: %d", code)
+	}
+	write("name: four\nversion: \"4\"\nroutes:\n  - {path: /v1/four, method: GET, entity: system, action: get, auth: public}\n")
+	waitFor("/v1/four", 200)
+	if n := strings.Count(s.stderr.String(), "manifests cannot be read"); n != 1 {
+		t.Errorf("the deleted manifest was reported %d times, want once", n)
+	}
 }
 
 // TestSIGHUPWithoutManifestFiles: serve with neither --manifest nor

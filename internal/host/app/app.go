@@ -258,7 +258,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var gw *manifest.Gateway
 	var domain *manifest.Domain // built with the stored manifests below
 	// Hashed before reading, so an edit made meanwhile is reloaded.
-	manifestHash := sourcesHash(cfg)
+	manifestHash, _ := sourcesHash(cfg)
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -406,6 +406,7 @@ func (a *App) watchManifest(ctx context.Context, hup <-chan os.Signal) {
 		tick = t.C
 	}
 	last := a.manifestHash
+	unreadable := "" // the last read failure logged
 	reload := func(why string) {
 		if err := a.reload(ctx); err != nil {
 			a.cfg.Logger.Error("manifests refused; the previous model and routes keep serving", "gateway", a.cfg.Manifest, "domain", a.cfg.Domains, "trigger", why, "problems", err.Error())
@@ -423,25 +424,37 @@ func (a *App) watchManifest(ctx context.Context, hup <-chan os.Signal) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			last = sourcesHash(a.cfg)
+			last, _ = sourcesHash(a.cfg)
 			reload("SIGHUP")
 		case <-tick:
-			if h := sourcesHash(a.cfg); h != nil && !bytes.Equal(h, last) {
+			h, err := sourcesHash(a.cfg)
+			switch {
+			case err != nil:
+				// Said once per cause: a deleted or unreadable file is
+				// not a change to apply, and the watch goes on.
+				if msg := err.Error(); msg != unreadable {
+					unreadable = msg
+					a.cfg.Logger.Warn("manifests cannot be read; the loaded model and routes keep serving until they can", "err", msg)
+				}
+			case !bytes.Equal(h, last):
+				unreadable = ""
 				last = h
 				reload("file changed")
+			default:
+				unreadable = ""
 			}
 		}
 	}
 }
 
 // sourcesHash hashes the gateway manifest and the domain manifest files
-// (names and content: a file added to a domain directory counts), nil
-// when one cannot be read.
-func sourcesHash(cfg Config) []byte {
+// (names and content: a file added to a domain directory counts), or
+// says which cannot be read.
+func sourcesHash(cfg Config) ([]byte, error) {
 	h := sha256.New()
 	files, err := manifest.DomainFiles(cfg.Domains)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	if cfg.Manifest != "" {
 		files = append(files, cfg.Manifest)
@@ -449,10 +462,10 @@ func sourcesHash(cfg Config) []byte {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil
+			return nil, err
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
 		h.Write(b)
 	}
-	return h.Sum(nil)
+	return h.Sum(nil), nil
 }

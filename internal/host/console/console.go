@@ -201,6 +201,12 @@ func (c *Console) auth(write bool, h handler) fiber.Handler {
 			if !write && gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
 				return fc.Redirect(signInURL(fc.OriginalURL(), ended), fiber.StatusSeeOther)
 			}
+			// A browser's form sent after the session ended goes to the
+			// sign-in page too, which says it ended and leads back to the
+			// page the form was on (what was typed cannot be kept).
+			if write && gateway.AsksForHTML(fc.Get(fiber.HeaderAccept)) {
+				return fc.Redirect(signInURL(refererPath(fc), ended), fiber.StatusSeeOther)
+			}
 			// A page a navigation link loads in place (htmx, Accept */*)
 			// is a page read too: htmx follows HX-Redirect whatever the
 			// status.
@@ -398,6 +404,17 @@ func (c *Console) ProblemPage(fc *fiber.Ctx, p problem.Body) error {
 
 // signInURL is the sign-in page that leads back to the page asked for
 // (next) and, when a session ended, says so.
+// refererPath is the path and query of the page a request came from,
+// when the browser said; signInURL keeps it only if it is a console page,
+// and as a path it can only lead to this origin.
+func refererPath(fc *fiber.Ctx) string {
+	u, err := url.Parse(fc.Get(fiber.HeaderReferer))
+	if err != nil || u.Path == "" {
+		return ""
+	}
+	return u.RequestURI()
+}
+
 func signInURL(next string, ended bool) string {
 	q := url.Values{}
 	if localPath(next) != "" && next != Prefix+"/" {

@@ -240,7 +240,6 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 		status                     int
 		says                       string
 	}{
-		{"no session", "POST", "/console/keys", "", "csrf=x", 401, "Sign in to the console first"},
 		{"bad CSRF token", "POST", "/console/keys", cookie, "csrf=wrong", 403, "Missing or invalid CSRF token"},
 		{"unknown page", "GET", "/console/no-such-page", cookie, "", 404, "No route matches"},
 		{"oversized body", "POST", "/console/keys", cookie, big, 413, "Payload Too Large"},
@@ -273,6 +272,34 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 				t.Fatalf("API client: %d %s, want a %d problem", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status)
 			}
 		})
+	}
+	// A form sent without a session: a browser is sent to sign in and
+	// back to the page the form was on, told when its session ended; any
+	// other client gets the 401 as problem+json. (A browser had a bare
+	// 401 page, with a sign-in link that led nowhere back.)
+	for _, tc := range []struct {
+		cookie string
+		ended  bool
+	}{{"", false}, {"no-such-session", true}} {
+		r := httptest.NewRequest("POST", "/console/keys", strings.NewReader("csrf=x&name=k"))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("Accept", browser)
+		r.Header.Set("Referer", "http://example.test/console/keys?x=1")
+		if tc.cookie != "" {
+			r.Header.Set("Cookie", console.CookieName+"="+tc.cookie)
+		}
+		resp, err := a.Server.App().Test(r, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := signInLocation("/console/keys?x=1", tc.ended); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("browser form, cookie %q: %d to %q, want 303 to %q", tc.cookie, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+	resp := send("POST", "/console/keys", "", "", strings.NewReader("csrf=x"))
+	if b := read(t, resp); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") || !strings.Contains(b, "Sign in to the console first") {
+		t.Errorf("API client, form without a session: %d %s %s, want a 401 problem", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	// A page read without a session: a browser is sent to sign in, any
 	// other client gets the 401 as problem+json.

@@ -543,6 +543,10 @@ func (c *checker) checkPath(n *yaml.Node, what, path string) []string {
 	return params
 }
 
+// decimalRe is a whole number written in decimal digits, without a
+// plus sign or leading zeros (a minus is left to the range check).
+var decimalRe = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
 // mayReach reports whether a route path with parameters matches some
 // path at or under prefix: it has at least the prefix's segments, and
 // each of them is the prefix's or a parameter (which matches any one
@@ -567,8 +571,10 @@ func (c *checker) rateLimit(what string, n *yaml.Node) *RateLimit {
 	rl := &RateLimit{Scope: ScopeTenant}
 	if p, ok := f["rpm"]; !ok {
 		c.at(n, "%s: missing required key %q", w, "rpm")
-	} else if p.value.Kind != yaml.ScalarNode || p.value.Tag != "!!int" || p.value.Decode(&rl.RPM) != nil {
-		c.at(p.value, "%s.rpm must be a whole number of requests per minute", w)
+	} else if p.value.Kind != yaml.ScalarNode || p.value.Tag != "!!int" || !decimalRe.MatchString(p.value.Value) || p.value.Decode(&rl.RPM) != nil {
+		// Decimal digits only: YAML reads 010 as octal 8, and 0x10,
+		// 0o10 and 1_0 as numbers a reader would not expect.
+		c.at(p.value, "%s.rpm must be a whole number of requests per minute in decimal digits", w)
 	} else if rl.RPM <= 0 {
 		c.at(p.value, "%s.rpm must be positive, got %d", w, rl.RPM)
 	} else if rl.RPM > 1_000_000 {
