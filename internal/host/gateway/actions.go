@@ -70,7 +70,7 @@ func (s *Server) actionEmit(c *fiber.Ctx, r *manifest.Route, params map[string]s
 	}
 	return s.idempotent(c, "", raw, func() (int, any, error) {
 		// The route's entity type must be the entity's.
-		if _, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity); err != nil {
+		if _, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity, platform.Cached); err != nil {
 			return 0, nil, err
 		}
 		f, err := s.platform.AppendFact(ctx(c), tenant(c), fi)
@@ -88,7 +88,7 @@ func (s *Server) actionGet(c *fiber.Ctx, r *manifest.Route, params map[string]st
 		return err
 	}
 	entityID, _ := entityParam(r, params)
-	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity)
+	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity, readPolicy(c))
 	if err != nil {
 		return err
 	}

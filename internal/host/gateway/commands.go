@@ -48,7 +48,7 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	var e *store.Entity
 	var err error
 	if hint != "" {
-		e, err = s.platform.GetEntity(ctx(c), tenant(c), entityID, hint)
+		e, err = s.platform.GetEntity(ctx(c), tenant(c), entityID, hint, platform.Cached)
 	} else {
 		e, err = s.platform.LoadEntity(ctx(c), tenant(c), entityID)
 	}
@@ -87,7 +87,7 @@ func (s *Server) actionCommand(c *fiber.Ctx, r *manifest.Route, params map[strin
 		return err
 	}
 	entityID := params["id"]
-	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity)
+	e, err := s.platform.GetEntity(ctx(c), tenant(c), entityID, r.Entity, platform.Cached)
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,7 @@ func (s *Server) platformRoutes(metrics bool) []Route {
 			Summary:     "Get an entity",
 			Description: "Returns an entity. entity_type is required (400 entity_type required); an entity of another type answers 404.",
 			Params:      []openapi.Param{openapi.IDParam("entity"), openapi.EntityTypeParam("The entity's type.", true)},
-			Status:      ok, OK: "The entity.", Data: openapi.Ref("Entity"), Problems: []int{bad, notFound}}},
+			Status:      ok, OK: "The entity.", Data: openapi.Ref("Entity"), Problems: []int{bad, notFound}, CachedRead: true}},
 		{Handler: s.updateEntity, Doc: openapi.Endpoint{Method: http.MethodPatch, Path: "/v1/entities/:id", ID: "updateEntity", Tag: openapi.TagEntities,
 			Summary:     "Update an entity's fields",
 			Description: "Applies a JSON merge patch (RFC 7396) to the entity's fields and metadata when the entity is still at the given version, and adds one to the version.",

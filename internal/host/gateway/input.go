@@ -320,3 +320,28 @@ func (s *Server) refuseNonFinite(typ string, filters map[string]string) error {
 	sortFieldErrors(errs)
 	return problem.Validation(errs)
 }
+
+// readPolicy reads a GET request's Cache-Control header: `no-cache` or
+// `max-age=0` (RFC 9111 section 5.2.1) asks for an entity as the store
+// holds it, bypassing the process's entity cache, so a client that wrote
+// through another process reads its write. Anything else reads through the
+// cache. Directive names are case-insensitive; unknown ones are ignored,
+// as RFC 9111 says a cache must.
+func readPolicy(c *fiber.Ctx) platform.Read {
+	h := c.Get(fiber.HeaderCacheControl)
+	if h == "" {
+		return platform.Cached
+	}
+	for d := range strings.SplitSeq(h, ",") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), "=")
+		switch {
+		case strings.EqualFold(name, "no-cache"):
+			return platform.Fresh
+		case strings.EqualFold(name, "max-age"):
+			if n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 64); err == nil && n == 0 {
+				return platform.Fresh
+			}
+		}
+	}
+	return platform.Cached
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/factline/factline/internal/host/openapi"
 	"github.com/factline/factline/internal/host/platform"
 	"github.com/factline/factline/internal/host/ratelimit"
+	"github.com/factline/factline/internal/host/store"
 	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
 )
@@ -56,12 +57,18 @@ routes:
 
 type gwHarness struct {
 	*harness
-	clock *clocktest.Manual
+	clock    *clocktest.Manual
+	platform *platform.Service
 }
 
 func setupGateway(t *testing.T, backend string) *gwHarness {
 	t.Helper()
-	st := teststore.Open(t, backend)
+	return setupGatewayOn(t, teststore.Open(t, backend))
+}
+
+// setupGatewayOn is setupGateway on a store the test opened.
+func setupGatewayOn(t *testing.T, st store.Store) *gwHarness {
+	t.Helper()
 	base, err := manifest.LoadDomainFile("../../../manifests/domain.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +94,7 @@ func setupGateway(t *testing.T, backend string) *gwHarness {
 	h.keyA = h.newKey("tenant-a", auth.ModeLive)
 	h.keyB = h.newKey("tenant-b", auth.ModeLive)
 	h.adminA = h.newKey("tenant-a", auth.ModeAdmin)
-	return &gwHarness{harness: h, clock: clock}
+	return &gwHarness{harness: h, clock: clock, platform: p}
 }
 
 func forEachGateway(t *testing.T, fn func(t *testing.T, h *gwHarness)) {

@@ -247,7 +247,7 @@ func (s *Server) getEntity(c *fiber.Ctx) error {
 	if err := checkQuery(c, "entity_type"); err != nil {
 		return err
 	}
-	e, err := s.platform.GetEntity(ctx(c), tenant(c), Param(c, "id"), c.Query("entity_type"))
+	e, err := s.platform.GetEntity(ctx(c), tenant(c), Param(c, "id"), c.Query("entity_type"), readPolicy(c))
 	if err != nil {
 		return err
 	}

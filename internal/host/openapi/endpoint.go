@@ -47,6 +47,9 @@ type Endpoint struct {
 	Problems []int
 	// Idempotent endpoints take an Idempotency-Key.
 	Idempotent bool
+	// CachedRead endpoints read an entity through the process's entity
+	// cache and take Cache-Control: no-cache to bypass it.
+	CachedRead bool
 }
 
 // Access says who may call an endpoint.
@@ -245,6 +248,9 @@ func (b *builder) endpoint(e Endpoint) {
 	case e.Body != nil:
 		op.RequestBody = jsonBody("", e.Body(d))
 		errs = append(errs, body, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
+	}
+	if e.CachedRead {
+		op.Parameters = append(op.Parameters, b.paramRef(paramCacheControl))
 	}
 	var headers openapi3.Headers
 	if e.Idempotent {

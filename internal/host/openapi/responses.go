@@ -125,6 +125,9 @@ func (b *builder) fixedResponses() {
 	c.Parameters[paramIdempotencyKey] = &openapi3.ParameterRef{Value: openapi3.NewHeaderParameter("Idempotency-Key").
 		WithDescription("Makes the request safe to retry: the same key with the same body returns the first response (with Idempotent-Replayed: true) and writes nothing; with a different body it is a 422. Keys are remembered for 24 hours, per tenant.").
 		WithSchema(key)}
+	c.Parameters[paramCacheControl] = &openapi3.ParameterRef{Value: openapi3.NewHeaderParameter("Cache-Control").
+		WithDescription("no-cache (or max-age=0) reads the entity as the database holds it. Without it the entity may come from this process's entity cache, which hears of a change made through another process sharing the database a few milliseconds after it commits: send no-cache to read at once a write made through another process. This process's own writes are always read at once.").
+		WithSchema(openapi3.NewStringSchema())}
 }
 
 func (b *builder) responseRef(name string) *openapi3.ResponseRef {

@@ -97,6 +97,7 @@ func (b *builder) route(r *manifest.Route) error {
 		op.Description = fmt.Sprintf("Returns the %s named by the path.", r.Entity)
 		status, okDesc, data = http.StatusOK, "The "+r.Entity+".", b.schema(r.Entity+entityObjectSuffix)
 		errs = append(errs, http.StatusNotFound)
+		op.Parameters = append(op.Parameters, b.paramRef(paramCacheControl))
 	case r.Action == manifest.ActionCreate:
 		op.Summary = "Create " + article(r.Entity)
 		op.Description = fmt.Sprintf("Creates a %s from its fields in data; the required fields must be present and every declared field must have its declared type.", r.Entity)

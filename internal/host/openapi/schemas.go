@@ -51,6 +51,7 @@ const (
 	paramCursor           = "Cursor"
 	paramLimit            = "Limit"
 	paramIdempotencyKey   = "IdempotencyKey"
+	paramCacheControl     = "CacheControl"
 	exampleRequestID      = "req_01HZX3KQ7M9V2B8N4C6D5E0F1G"
 	entityFieldsSuffix    = ".Fields"
 	entityObjectSuffix    = ".Entity"

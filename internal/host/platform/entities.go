@@ -96,15 +96,25 @@ func (s *Service) EntityInputErrors(in CreateEntityInput) ([]problem.FieldError,
 	return append(errs, validateFields(t, in.Fields, "", false)...), nil
 }
 
+// Read says whether an entity read may be served from the entity cache.
+type Read int
+
+const (
+	// Cached reads through the entity cache when there is one: the entity
+	// may then be up to a change notification old when another process
+	// changed it (this process's own writes are seen at once).
+	Cached Read = iota
+	// Fresh reads the store: everything committed before the read began
+	// is seen, whichever process wrote it.
+	Fresh
+)
+
 // GetEntity returns an entity of the given type in the tenant. The type is
 // required by the contract (`entity_type required`).
 //
-// It reads through the entity cache when there is one: the entity may then
-// be up to a change notification old when another process changed it (this
-// process's own writes are seen at once). Its byte slices and slot pointers
-// may be shared: do not modify what they point to. Writers read with
-// LoadEntity instead.
-func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType string) (*store.Entity, error) {
+// With Cached, its byte slices and slot pointers may be shared: do not
+// modify what they point to. Writers read with LoadEntity instead.
+func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType string, read Read) (*store.Entity, error) {
 	if entityType == "" {
 		return nil, problem.New(problem.BadRequest, "entity_type required")
 	}
@@ -115,7 +125,7 @@ func (s *Service) GetEntity(ctx context.Context, tenant, entityID, entityType st
 		e   *store.Entity
 		err error
 	)
-	if s.cache != nil {
+	if s.cache != nil && read == Cached {
 		e, err = s.cache.Get(ctx, tenant, entityID, func(ctx context.Context) (*store.Entity, error) {
 			ctx, span := tracing.Child(ctx, "store.get_entity")
 			e, err := s.store.GetEntity(ctx, tenant, entityID)

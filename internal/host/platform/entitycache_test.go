@@ -75,7 +75,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // read of GET requests).
 func version(t *testing.T, p process, typ, id string) int64 {
 	t.Helper()
-	e, err := p.svc.GetEntity(t.Context(), "tnt", id, typ)
+	e, err := p.svc.GetEntity(t.Context(), "tnt", id, typ, platform.Cached)
 	if err != nil {
 		t.Fatalf("GetEntity %s: %v", id, err)
 	}
@@ -141,7 +141,7 @@ func testEntityCacheTwoProcesses(t *testing.T, backend string) {
 		t.Fatal(err)
 	}
 	state := func() string {
-		e, err := a.svc.GetEntity(ctx, "tnt", "ctr-1", "counter")
+		e, err := a.svc.GetEntity(ctx, "tnt", "ctr-1", "counter", platform.Cached)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,5 +251,43 @@ WHERE datname = $1 AND application_name = 'proc-a' AND query = 'LISTEN factline_
 	}
 	if st := a.svc.EntityCache().Stats(); st.Hits != before.Hits+1 {
 		t.Fatal("the cache does not serve after the listener is back")
+	}
+}
+
+// TestFreshReadsBypassTheCache: a Fresh read (a GET with Cache-Control:
+// no-cache) reads the database even while the cache holds the entity and
+// has heard of no change; a Cached read keeps serving the cached entity.
+// The change is made behind the platform's back, with no notification, so
+// only the database knows of it.
+func TestFreshReadsBypassTheCache(t *testing.T) {
+	t.Parallel()
+	dbURL := teststore.Location(t, "postgres")
+	a := openProcess(t, "postgres", dbURL, "proc-a")
+	ctx := t.Context()
+	if _, err := a.svc.CreateEntity(ctx, "tnt", platform.CreateEntityInput{Type: "account", ID: "acct-1", Fields: map[string]any{"name": "One"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a read served from the cache", func() bool {
+		before := a.svc.EntityCache().Stats()
+		version(t, a, "account", "acct-1")
+		return a.svc.EntityCache().Stats().Hits > before.Hits
+	})
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `UPDATE entities SET version = 7 WHERE tenant_id = 'tnt' AND id = 'acct-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(t, a, "account", "acct-1"); v != 1 {
+		t.Fatalf("cached read: version %d, want the cached 1 (the test changes nothing the cache hears of)", v)
+	}
+	e, err := a.svc.GetEntity(ctx, "tnt", "acct-1", "account", platform.Fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Version != 7 {
+		t.Fatalf("fresh read: version %d, want 7", e.Version)
 	}
 }

@@ -142,7 +142,7 @@ func TestGroupCommitHotEntity(t *testing.T) {
 				t.Fatalf("seq %d missing", s)
 			}
 		}
-		got, err := svc.GetEntity(ctx, "t1", e.ID, "account")
+		got, err := svc.GetEntity(ctx, "t1", e.ID, "account", platform.Cached)
 		if err != nil || got.Version != writers*each+1 {
 			t.Fatalf("entity version %d, %v; want %d", got.Version, err, writers*each+1)
 		}

@@ -10,8 +10,8 @@
 // database.
 //
 // Consistency: a read may return an entity up to the time a change takes
-// to be announced after its commit (on Postgres a notification and, for
-// fact appends, one query; on SQLite up to the feed's 50 ms poll), and
+// to be announced after its commit (on Postgres a notification; on SQLite
+// up to the feed's 50 ms poll), and
 // never one older than MaxAge. A read that loads an entity
 // while a change of it is reported does not cache what it loaded.
 package entitycache

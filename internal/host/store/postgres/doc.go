@@ -24,10 +24,11 @@
 //     wakes the subscribers of every process; commits made by this Store
 //     also wake its subscribers directly.
 //   - WatchEntities reports entity changes of every process to a watcher
-//     (the platform's entity read cache): UpdateEntity and SetEntityState
-//     NOTIFY factline_entities with the entity's key in the statement that
-//     writes, and fact appends are read back from the facts table after
-//     their factline_facts notification. While the listener connection is
+//     (the platform's entity read cache): UpdateEntity, SetEntityState and
+//     AppendFacts NOTIFY factline_entities with each changed entity's key
+//     in the transaction that writes, and fact appends are also read back
+//     from the facts table after their factline_facts notification (which
+//     covers appends by processes that name no entity). While the listener connection is
 //     down the watcher is told it cannot rely on the feed.
 //   - The webhook outbox rides on the same machinery: an Append's outbox row
 //     is inserted in AppendFacts' second round trip, so it commits with its

@@ -69,10 +69,10 @@ RETURNING tenant_id, id), n AS (` + notifyEntity + `)
 SELECT count(*) FROM n`
 )
 
-// entityChannel is the LISTEN/NOTIFY channel that announces entity updates
-// (UpdateEntity, SetEntityState) to entity watches; appends announce
-// themselves on notifyChannel. The payload is the JSON array
-// [tenant_id, id].
+// entityChannel is the LISTEN/NOTIFY channel that announces entity changes
+// (UpdateEntity, SetEntityState, and the entities of AppendFacts, which
+// also announces its head on notifyChannel) to entity watches. The payload
+// is the JSON array [tenant_id, id].
 const entityChannel = "factline_entities"
 
 // notifyEntity announces every row of u (tenant_id, id) on entityChannel;

@@ -22,9 +22,10 @@ var _ store.EntityFeed = (*Store)(nil)
 // sharing the database, until ctx ends or the Store is closed (then w gets
 // Resync(false)).
 //
-// Updates and state snapshots announce themselves on entityChannel with the
-// entity's key. Fact appends announce only the new head position on
-// notifyChannel; the watch then reads the facts after the last position it
+// Updates, state snapshots and fact appends announce the entities they
+// changed on entityChannel. Fact appends also announce the new head
+// position on notifyChannel (appends by earlier versions announce only
+// that); the watch then reads the facts after the last position it
 // reported (the facts table in position order, which is commit order) and
 // reports their entities (or, when w is empty, just says Resync(true) and
 // moves past them). When the listener connection comes up, the watch

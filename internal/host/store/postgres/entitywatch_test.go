@@ -65,12 +65,17 @@ func TestWatchEntities(t *testing.T) {
 	rec.Next(t, "changed tnt_a/ent_2")
 
 	// Appended facts, through either store; an entity-less fact changes no
-	// entity, and an entity named by two facts of a batch is reported
-	// once.
+	// entity. An append's entities are reported twice: once from the
+	// append's own notification, which names them (an entity named by two
+	// facts of a batch once), and once when the facts after the announced
+	// head are read back (which covers appends by processes that do not
+	// name them).
 	appendFacts(t, b, store.Append{Fact: store.Fact{ID: "fct_loose", TenantID: "tnt_a", Type: "note", Timestamp: 1, CreatedAt: 1}})
 	appendFacts(t, a, store.Append{Fact: fact("tnt_a", "ent_2", "fct_1")}, store.Append{Fact: fact("tnt_a", "ent_2", "fct_2")})
 	rec.Next(t, "changed tnt_a/ent_2")
+	rec.Next(t, "changed tnt_a/ent_2")
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_3")})
+	rec.Next(t, "changed tnt_a/ent_1")
 	rec.Next(t, "changed tnt_a/ent_1")
 	rec.QuietFor(t, 100*time.Millisecond)
 
@@ -136,10 +141,11 @@ func TestWatchEntitiesClose(t *testing.T) {
 	}
 }
 
-// TestWatchEntitiesEmptyWatcher: a watcher that holds nothing is not told
-// which entities appended facts touched (that would cost a query per
-// commit) but to forget everything, once per announced batch; updates are
-// still reported one by one.
+// TestWatchEntitiesEmptyWatcher: for a watcher that holds nothing, the
+// facts after the announced head are not read back (that would cost a
+// query per commit): it is told to forget everything, once per announced
+// batch. The entities an append's own notification names, and updates,
+// are still reported one by one.
 func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 	t.Parallel()
 	url := teststore.Postgres(t)
@@ -153,7 +159,10 @@ func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Next(t, "resync live")
+	// The append's notification names its entity; the head's then moves
+	// the watch past the facts without reading them.
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_1")})
+	rec.Next(t, "changed tnt_a/ent_1")
 	rec.Next(t, "resync live")
 	if _, err := b.UpdateEntity(ctx, store.EntityUpdate{TenantID: "tnt_a", ID: "ent_1", ExpectedVersion: 2,
 		Data: json.RawMessage(`{}`), UpdatedAt: 5}); err != nil {
@@ -164,6 +173,7 @@ func TestWatchEntitiesEmptyWatcher(t *testing.T) {
 	// first one after the last resync.
 	rec.SetEmpty(false)
 	appendFacts(t, b, store.Append{Fact: fact("tnt_a", "ent_1", "fct_2")})
+	rec.Next(t, "changed tnt_a/ent_1")
 	rec.Next(t, "changed tnt_a/ent_1")
 	rec.QuietFor(t, 100*time.Millisecond)
 }

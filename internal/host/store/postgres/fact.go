@@ -56,6 +56,11 @@ FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::boolean[], $
 	AS u(tenant_id, id, version, fact_seq, set_state, state, updated_at)
 WHERE e.tenant_id = u.tenant_id AND e.id = u.id`
 
+	// notifyAppended announces the entities an append changed on
+	// entityChannel, as an update does.
+	notifyAppended = `SELECT pg_notify('` + entityChannel + `', json_build_array(u.tenant_id, u.id)::text)
+FROM unnest($1::text[], $2::text[]) AS u(tenant_id, id)`
+
 	insertFacts = `INSERT INTO facts (position, id, tenant_id, entity_id, entity_type, seq, type, subtype, source_id,
 	trace_id, timestamp, data, created_at)
 SELECT position, id, tenant_id, NULLIF(entity_id, ''), NULLIF(entity_type, ''), seq, type, NULLIF(subtype, ''),
@@ -209,6 +214,10 @@ func appendWrites(ctx context.Context, tx pgx.Tx, results []store.AppendResult, 
 				}
 				return nil
 			})
+		// The other processes' entity caches drop these entities when
+		// the notifications arrive, without first reading the facts
+		// table as the fact head's notification alone would make them.
+		b.Queue(notifyAppended, eTenants, eIDs)
 	}
 
 	cols := newFactColumns(written)
