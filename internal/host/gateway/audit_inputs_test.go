@@ -106,6 +106,13 @@ func TestOutOfRangeTimesAndTimestamps(t *testing.T) {
 		{"negative from", "GET", "/v1/facts?from=-99999999999999999999", "", "from", "from is out of range"},
 		{"timestamp 1e20", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","data":{},"timestamp":1e20}`,
 			"timestamp", "between 1 and 253402300799999 (9999-12-31T23:59:59.999Z)"},
+		// A version's bounds are a version's, not int64's.
+		{"expected_version 1e20", "POST", "/v1/facts", `{"entity_id":"` + ent + `","type":"deposit","data":{},"expected_version":1e20}`,
+			"expected_version", "expected_version is out of range: it must be a positive integer, at most 9223372036854775807"},
+		{"version -1e20", "PATCH", "/v1/entities/" + ent, `{"version":-1e20}`,
+			"version", "version is out of range: it must be a positive integer, at most 9223372036854775807"},
+		{"config version 1e20", "PUT", "/v1/configs/cfg_none", `{"settings":{},"version":1e20}`,
+			"version", "version is out of range: it must be a positive integer, at most 9223372036854775807"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body any
@@ -205,4 +212,34 @@ func TestConfigScopeIDAlone(t *testing.T) {
 	if got["scope_type"] != "account" || got["scope_id"] != "acct-2" {
 		t.Fatalf("a version without scope has %v/%v, want the scope kept: account/acct-2", got["scope_type"], got["scope_id"])
 	}
+}
+
+// TestIndexedNumbersAreExact: a number kept in a number index slot (a
+// double) must be the shortest decimal of the double it rounds to, in a
+// body and in a filter alike, so an equality filter matches only the
+// value it names: 9007199254740993 (indexed as ...992) and
+// 0.1000000000000000001 (as 0.1) are refused with code range, on both
+// stores; 0.1 and 1.50 (which is 1.5) are kept and matched.
+func TestIndexedNumbersAreExact(t *testing.T) {
+	forEachGateway(t, func(t *testing.T, h *gwHarness) {
+		for _, v := range []string{"9007199254740993", "0.1000000000000000001", "12345678901234567"} {
+			h.req("POST", "/v1/tickets", h.keyA, `{"data":{"subject":"x","priority":`+v+`}}`).
+				wantFieldError(t, "data.priority", "range", "double-precision")
+			h.req("GET", "/v1/tickets?priority="+v, h.keyA, nil).wantFieldError(t, "priority", "range", "double-precision")
+		}
+		for _, v := range []string{"9007199254740992", "0.1", "1.50"} {
+			h.req("POST", "/v1/tickets", h.keyA, `{"data":{"subject":"x","priority":`+v+`}}`).wantStatus(t, 201)
+		}
+		id := str(h.req("POST", "/v1/tickets", h.keyA, `{"data":{"subject":"patched","priority":2}}`).wantStatus(t, 201).data()["id"])
+		h.req("PATCH", "/v1/entities/"+id, h.keyA, `{"version":1,"priority":9007199254740993}`).
+			wantFieldError(t, "priority", "range", "would be indexed as 9007199254740992")
+		for _, tc := range []struct {
+			q    string
+			want int
+		}{{"priority=9007199254740992", 1}, {"priority=0.1", 1}, {"priority=1.5", 1}, {"priority=1.50", 1}, {"priority=2", 1}} {
+			if n := len(h.req("GET", "/v1/entities?entity_type=ticket&"+tc.q, h.keyA, nil).wantStatus(t, 200).data()["items"].([]any)); n != tc.want {
+				t.Errorf("%s: %d items, want %d", tc.q, n, tc.want)
+			}
+		}
+	})
 }

@@ -51,6 +51,13 @@ func (in *input) integer(key string) int64 {
 	return in.integerWithin(key, fmt.Sprintf("between %d and %d", int64(math.MinInt64), int64(math.MaxInt64)))
 }
 
+// version reads an entity or config version (version, expected_version),
+// whose out-of-range message names a version's bounds rather than
+// int64's.
+func (in *input) version(key string) int64 {
+	return in.integerWithin(key, fmt.Sprintf("a positive integer, at most %d", int64(math.MaxInt64)))
+}
+
 // timestamp reads a fact's timestamp: an integer, whose out-of-range
 // message names a fact timestamp's own bounds rather than int64's.
 func (in *input) timestamp(key string) int64 {

@@ -307,7 +307,7 @@ func (s *Server) updateEntity(c *fiber.Ctx) error {
 		return err
 	}
 	in := &input{m: m}
-	version := in.integer("version")
+	version := in.version("version")
 	typ := in.str("entity_type")
 	refuseEnvelopeKeys(in, "id", "type", "tenant_id", "created_at", "updated_at")
 	meta := in.object("metadata")
@@ -376,7 +376,7 @@ func (s *Server) appendFact(c *fiber.Ctx) error {
 		TraceID:         in.str("trace_id"),
 		Timestamp:       in.timestamp("timestamp"),
 		Data:            in.object("data"),
-		ExpectedVersion: in.integer("expected_version"),
+		ExpectedVersion: in.version("expected_version"),
 	}
 	if err := in.err(); err != nil {
 		return err
@@ -463,7 +463,7 @@ func configInput(m map[string]any, creating bool) (platform.ConfigInput, *input)
 	}
 	if !creating {
 		in.positive("version")
-		ci.ExpectedVersion = in.integer("version")
+		ci.ExpectedVersion = in.version("version")
 	}
 	in.positive("effective_at")
 	return ci, in

@@ -334,6 +334,11 @@ func (s *Service) ListEntities(ctx context.Context, tenant string, in ListEntiti
 			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeType, Message: fmt.Sprintf("%s must be a number", name)})
 			continue
 		}
+		if indexed, exact := indexedExactly(raw); !exact {
+			// It would match the values that share its double.
+			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: notIndexable(name, raw, indexed)})
+			continue
+		}
 		f.Where = append(f.Where, store.SlotFilter{Slot: fd.Storage, Value: n})
 	}
 	if len(errs) > 0 {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/factline/factline/internal/host/manifest"
@@ -56,6 +57,12 @@ func validateFields(t *manifest.EntityType, data map[string]any, prefix string, 
 		if s, ok := v.(string); ok && f.Storage != "" && len(s) > MaxSlotLength {
 			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: fmt.Sprintf("%s is kept in an index slot, so it must be at most %d bytes (got %d)", name, MaxSlotLength, len(s))})
 			continue
+		}
+		if n, ok := v.(json.Number); ok && numberSlot(f) {
+			if indexed, exact := indexedExactly(string(n)); !exact {
+				errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: notIndexable(name, string(n), indexed)})
+				continue
+			}
 		}
 		if len(f.Enum) > 0 {
 			if s, _ := v.(string); !contains(f.Enum, s) {
@@ -210,4 +217,39 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("platform: encode decoded JSON: %v", err))
 	}
 	return b
+}
+
+// numberSlot reports whether a field is kept in a number index slot
+// (ix_n_N), which holds a double-precision float.
+func numberSlot(f manifest.Field) bool {
+	_, number, ok := store.ParseSlotColumn(f.Storage)
+	return ok && number
+}
+
+// indexedExactly reports whether the number n (JSON text) is, as a
+// decimal, exactly the shortest decimal of the double it rounds to, and
+// returns that decimal. Such numbers stay apart in a number index
+// slot (distinct such decimals are distinct doubles), so an equality
+// filter on the slot matches only what it names; 0.1 is such a number,
+// 9007199254740993 (which rounds to ...992) and 0.1000000000000000001
+// (to 0.1) are not.
+func indexedExactly(n string) (indexed string, exact bool) {
+	x, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return "", false
+	}
+	format := byte('g')
+	if a := math.Abs(x); a >= 1 && a < 1e21 {
+		format = 'f' // 9007199254740992, not 9.007199254740992e+15
+	}
+	indexed = strconv.FormatFloat(x, format, -1, 64)
+	want, ok1 := new(big.Rat).SetString(n)
+	got, ok2 := new(big.Rat).SetString(indexed)
+	return indexed, ok1 && ok2 && want.Cmp(got) == 0
+}
+
+// notIndexable explains why a number cannot be kept in (or matched in) a
+// number index slot.
+func notIndexable(name, n, indexed string) string {
+	return fmt.Sprintf("%s is kept in a number index slot, a double-precision float that holds about 15 to 17 significant digits: %s would be indexed as %s, which other values share; send it with fewer digits (or keep such values in a string field)", name, n, indexed)
 }
