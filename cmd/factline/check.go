@@ -144,6 +144,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	all = append(all, problems...)
 	// A layer's route is checked with each gateway manifest: said once.
 	all, warnings = dedupeDiagnostics(all), dedupeDiagnostics(warnings)
+	// The problems come from several checks (the parse, the layering, the
+	// command routes against their ledgers): each file's are listed from
+	// its top to its bottom, as one check lists them.
+	manifest.SortDiagnostics(all)
+	manifest.SortDiagnostics(warnings)
 	if *format == "json" {
 		if warnings == nil {
 			warnings = []manifest.Diagnostic{}

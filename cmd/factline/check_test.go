@@ -261,3 +261,51 @@ func TestCheckCommandRoutesWithPluginFlag(t *testing.T) {
 		t.Errorf("a missing --plugin file: exit %d, stderr %s", code, stderr)
 	}
 }
+
+// TestCheckReportsEachMistakeOnceInLineOrder: check's whole report for a
+// few manifests. A gateway manifest with a misspelt routes key is a
+// gateway manifest with an unknown key, not a domain manifest missing
+// its entities; the problems of the command routes against their ledgers
+// are listed among each file's other problems by line and column, not
+// after every file's; an escaped NUL or right-to-left override in a name
+// is refused.
+func TestCheckReportsEachMistakeOnceInLineOrder(t *testing.T) {
+	t.Parallel()
+	account := filepath.Join(pluginsDir, "account.wasm")
+	for _, tc := range []struct {
+		name  string
+		files []string // contents of a.yaml, b.yaml, ...
+		want  string   // stdout, FILE standing for the directory
+	}{
+		{"misspelt routes key", []string{"name: g\nversion: \"1\"\nRoutes:\n  - {path: /v1/status, method: GET, entity: system, action: get, auth: public}\n"},
+			"FILE/a.yaml:3:1: unknown key \"Routes\" in manifest (did you mean \"routes\"?)\n"},
+		{"command problems in line order", []string{
+			"name: g\nversion: \"1\"\nroutes:\n  - {path: /api/accounts/:id/deposit, method: PUT, entity: account, action: command, command: deposit}\n  - {path: /api/status, method: GET, entity: system, action: got}\n",
+			"name: h\nversion: \"1\"\nroutes:\n  - {path: /api/accounts/:id/charge, method: GET, entity: account, action: command, command: charge}\n  - {path: /api/other, method: GET, entity: system, action: got}\n",
+		}, "FILE/a.yaml:4:47: route PUT /api/accounts/:id/deposit: command deposit of ledger account takes POST, not PUT\n" +
+			"FILE/a.yaml:5:62: routes[1].action: \"got\" is not one of emit, get, create, list, query, command\n" +
+			"FILE/b.yaml:4:46: route GET /api/accounts/:id/charge: command charge of ledger account takes POST, not GET\n" +
+			"FILE/b.yaml:5:61: routes[1].action: \"got\" is not one of emit, get, create, list, query, command\n"},
+		{"escaped controls in names", []string{
+			"name: \"d\\u202E\"\nversion: \"1\"\nentities:\n  claim: {ledger: generic, fields: {}, facts: [filed]}\n",
+			"name: \"g\\0\"\nversion: \"1\"\nroutes:\n  - {path: /v1/status, method: GET, entity: system, action: get, auth: public}\n",
+		}, "FILE/a.yaml:1:7: manifest.name: bidirectional control character U+202E is not allowed: it changes the order in which the text displays\n" +
+			"FILE/b.yaml:1:7: manifest.name: control character U+0000 is not allowed\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"check", "--plugin-cache-dir", pluginCache, "--plugin", account}
+			for i, src := range tc.files {
+				f := filepath.Join(dir, string(rune('a'+i))+".yaml")
+				if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, f)
+			}
+			stdout, stderr, code := cli(t, nil, args...)
+			if want := strings.ReplaceAll(tc.want, "FILE", dir); code != 1 || stdout != want {
+				t.Fatalf("exit %d (want 1), stdout:\n%swant:\n%sstderr:\n%s", code, stdout, want, stderr)
+			}
+		})
+	}
+}

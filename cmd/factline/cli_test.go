@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -135,6 +136,53 @@ func TestServeRefusesBadFlagValues(t *testing.T) {
 			}
 			assertNotCreated(t, dir)
 		})
+	}
+}
+
+// TestServeRefusesABadGatewayManifestBeforeTheStore: a gateway manifest
+// with a problem it has whatever the domain manifests (a syntax error, a
+// key of the wrong kind, a control character in its name) stops serve
+// with exit 1 and the problem at its file:line:col, before the store is
+// opened: no data dir, and no store in an existing one, is created.
+func TestServeRefusesABadGatewayManifestBeforeTheStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"syntax error", "name: g\nversion: \"1\"\nroutes:\n  - {path: /x, method: GET\n", ":4:5: YAML syntax error: did not find expected ',' or '}'"},
+		{"routes not a list", "name: g\nversion: \"1\"\nroutes: {path: /x}\n", ":3:9: routes must be a list, got a mapping"},
+		{"NUL in the name", "name: \"g\\0\"\nversion: \"1\"\nroutes:\n  - {path: /v1/status, method: GET, entity: system, action: get, auth: public}\n",
+			":1:7: manifest.name: control character U+0000 is not allowed"},
+	} {
+		for _, existing := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, data dir exists %v", tc.name, existing), func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				man := filepath.Join(dir, "gateway.yaml")
+				if err := os.WriteFile(man, []byte(tc.src), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				data := filepath.Join(dir, "data")
+				if existing {
+					if err := os.Mkdir(data, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out, errOut, code := cliWithin(t, time.Minute, nil, "serve", "--addr", "127.0.0.1:19011", "--data-dir", data,
+					"--plugin-cache-dir", pluginCache, "--manifest", man)
+				if want := "factline serve: manifests:\n" + man + tc.want + "\n"; code != 1 || !strings.HasSuffix(errOut, want) {
+					t.Fatalf("exit %d (want 1)\n%s%s\nwant stderr ending in %q", code, out, errOut, want)
+				}
+				if strings.Contains(errOut, "migration") {
+					t.Errorf("the store was migrated:\n%s", errOut)
+				}
+				if !existing {
+					assertNotCreated(t, data)
+				} else if entries, err := os.ReadDir(data); err != nil || len(entries) > 0 {
+					t.Errorf("the data dir holds %v (%v), want nothing", entries, err)
+				}
+			})
+		}
 	}
 }
 

@@ -243,16 +243,24 @@ type App struct {
 // New opens the store and builds every part; it does not listen yet.
 func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	cfg.defaults()
-	// The domain files are checked before the store opens. The gateway
-	// manifest is checked once the stored domain manifests are read
-	// (buildModel): its routes may name entity types only they declare,
-	// as the running processes that accepted it had them.
+	// The domain files are checked before the store opens, and so is the
+	// gateway manifest on its own: bad input must not create or migrate a
+	// store. It is checked in full once the stored domain manifests are
+	// read (buildModel): its routes may name entity types only they
+	// declare, as the running processes that accepted it had them.
 	if _, err := LoadDomain(cfg.Domains...); err != nil {
 		return nil, err
 	}
 	if cfg.Manifest != "" {
 		if _, err := os.Stat(cfg.Manifest); err != nil {
 			return nil, fmt.Errorf("gateway manifest: %w", err)
+		}
+		src, err := os.ReadFile(cfg.Manifest)
+		if err != nil {
+			return nil, fmt.Errorf("read gateway manifest: %w", err)
+		}
+		if err := manifest.PrecheckGateway(cfg.Manifest, src); err != nil {
+			return nil, fmt.Errorf("manifests:\n%w", err)
 		}
 	}
 	var gw *manifest.Gateway

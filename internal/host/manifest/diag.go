@@ -62,14 +62,24 @@ type checker struct {
 	diags []Diagnostic
 	// factSets caches entity types' fact types as sets (see factSet).
 	factSets map[string]map[string]bool
-	// notMappings are the nodes reported as not being the mapping they
-	// should be: what else is said of them (its keys missing) follows
-	// from that and is not said again.
-	notMappings map[*yaml.Node]bool
+	// wrongKind are the nodes reported as not being the kind of node they
+	// should be (a mapping, a string): what else is said of them (its
+	// keys missing, its value not one of those allowed) follows from that
+	// and is not said again.
+	wrongKind map[*yaml.Node]bool
+	// misspelt are, by mapping, the keys an unknown key of the mapping
+	// was taken for ("did you mean"): that the key is missing is the
+	// same mistake and is not said again.
+	misspelt map[*yaml.Node]map[string]bool
+	// domainLater is set when a gateway manifest is checked before the
+	// domain model it is served with is known (see PrecheckGateway): the
+	// problems a domain manifest could resolve are left to the check
+	// with the model.
+	domainLater bool
 }
 
 func (c *checker) at(n *yaml.Node, format string, args ...any) {
-	if n != nil && c.notMappings[n] {
+	if n != nil && c.wrongKind[n] {
 		return
 	}
 	d := Diagnostic{File: c.file, Message: fmt.Sprintf(format, args...)}
@@ -77,6 +87,26 @@ func (c *checker) at(n *yaml.Node, format string, args ...any) {
 		d.Line, d.Column = n.Line, n.Column
 	}
 	c.diags = append(c.diags, d)
+}
+
+// notKind reports n as not being the kind of node it should be; nothing
+// more is said of n.
+func (c *checker) notKind(n *yaml.Node, format string, args ...any) {
+	c.at(n, format, args...)
+	if c.wrongKind == nil {
+		c.wrongKind = map[*yaml.Node]bool{}
+	}
+	c.wrongKind[n] = true
+}
+
+// missing reports a required key missing from the mapping parent, unless
+// an unknown key of parent was taken for it: "unknown key "Routes" (did
+// you mean "routes"?)" says all there is to say.
+func (c *checker) missing(parent *yaml.Node, what, key string) {
+	if c.misspelt[parent][key] {
+		return
+	}
+	c.at(parent, "%s: missing required key %q", what, key)
 }
 
 // pos is the position of a node in the file being checked.
@@ -88,13 +118,32 @@ func (c *checker) err() error {
 	if len(c.diags) == 0 {
 		return nil
 	}
-	sort.SliceStable(c.diags, func(i, j int) bool {
-		if c.diags[i].Line != c.diags[j].Line {
-			return c.diags[i].Line < c.diags[j].Line
-		}
-		return c.diags[i].Column < c.diags[j].Column
-	})
+	SortDiagnostics(c.diags)
 	return &Error{Diagnostics: c.diags}
+}
+
+// SortDiagnostics orders diagnostics by file, the files in the order of
+// their first diagnostic, and within a file by line, then column; those
+// at one place keep their order. A report gathered from several checks
+// (the parse, then the command routes against their ledgers) then reads
+// each file from top to bottom.
+func SortDiagnostics(diags []Diagnostic) {
+	rank := map[string]int{}
+	for _, d := range diags {
+		if _, ok := rank[d.File]; !ok {
+			rank[d.File] = len(rank)
+		}
+	}
+	sort.SliceStable(diags, func(i, j int) bool {
+		a, b := diags[i], diags[j]
+		switch {
+		case a.File != b.File:
+			return rank[a.File] < rank[b.File]
+		case a.Line != b.Line:
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
 }
 
 // parseDocument parses YAML and returns the top mapping node. Every
@@ -315,11 +364,7 @@ func (c *checker) fields(n *yaml.Node, what string, allowed ...string) map[strin
 		return out
 	}
 	if n.Kind != yaml.MappingNode {
-		c.at(n, "%s must be a mapping, got %s", what, kindName(n))
-		if c.notMappings == nil {
-			c.notMappings = map[*yaml.Node]bool{}
-		}
-		c.notMappings[n] = true
+		c.notKind(n, "%s must be a mapping, got %s", what, kindName(n))
 		return out
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -332,6 +377,13 @@ func (c *checker) fields(n *yaml.Node, what string, allowed ...string) map[strin
 			hint := ""
 			if s := closest(k.Value, allowed); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
+				if c.misspelt == nil {
+					c.misspelt = map[*yaml.Node]map[string]bool{}
+				}
+				if c.misspelt[n] == nil {
+					c.misspelt[n] = map[string]bool{}
+				}
+				c.misspelt[n][s] = true
 			}
 			c.at(k, "unknown key %q in %s%s", k.Value, what, hint)
 			continue
@@ -346,12 +398,12 @@ func (c *checker) str(f map[string]field, key, what string, required bool, paren
 	p, ok := f[key]
 	if !ok {
 		if required {
-			c.at(parent, "%s: missing required key %q", what, key)
+			c.missing(parent, what, key)
 		}
 		return "", nil
 	}
 	if p.value.Kind != yaml.ScalarNode || p.value.Tag == "!!null" {
-		c.at(p.value, "%s.%s must be a string, got %s", what, key, kindName(p.value))
+		c.notKind(p.value, "%s.%s must be a string, got %s", what, key, kindName(p.value))
 		return "", p.value
 	}
 	if required && strings.TrimSpace(p.value.Value) == "" {

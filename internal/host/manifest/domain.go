@@ -197,8 +197,11 @@ func (t *EntityType) At(msg string) Diagnostic {
 func (c *checker) domain(top *yaml.Node) *Domain {
 	f := c.fields(top, "manifest", "name", "version", "entities", "subscriptions", "routes")
 	d := &Domain{Entities: map[string]*EntityType{}}
-	d.Name, _ = c.str(f, "name", "manifest", true, top)
-	d.Version, _ = c.str(f, "version", "manifest", true, top)
+	var nameNode, versionNode *yaml.Node
+	d.Name, nameNode = c.str(f, "name", "manifest", true, top)
+	d.Version, versionNode = c.str(f, "version", "manifest", true, top)
+	c.text(nameNode, "manifest.name", false)
+	c.text(versionNode, "manifest.version", false)
 	// A manifest may declare subscriptions or routes and no entity type:
 	// a layer that adds a subscription plugin's subscriptions, or command
 	// routes for types other layers declare, to the model.
@@ -209,7 +212,7 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 	ents, ok := f["entities"]
 	if !ok {
 		if !extendsOnly {
-			c.at(top, "manifest: missing required key %q", "entities")
+			c.missing(top, "manifest", "entities")
 		}
 	} else {
 		for name, ef := range c.fields(ents.value, "entities") {
@@ -247,8 +250,11 @@ func (c *checker) entityType(name string, n *yaml.Node) *EntityType {
 	what := "entities." + name
 	f := c.fields(n, what, "ledger", "description", "fields", "facts")
 	t := &EntityType{Name: name}
-	t.Ledger, _ = c.str(f, "ledger", what, true, n)
-	t.Description, _ = c.str(f, "description", what, false, n)
+	var ledgerNode, descNode *yaml.Node
+	t.Ledger, ledgerNode = c.str(f, "ledger", what, true, n)
+	t.Description, descNode = c.str(f, "description", what, false, n)
+	c.text(ledgerNode, what+".ledger", false)
+	c.text(descNode, what+".description", true)
 	if ff, ok := f["fields"]; ok {
 		usedSlots := map[string]string{}
 		if ff.value.Kind == yaml.MappingNode {
@@ -268,12 +274,12 @@ func (c *checker) entityType(name string, n *yaml.Node) *EntityType {
 			c.at(ff.value, "%s.fields must be a mapping, got %s", what, kindName(ff.value))
 		}
 	} else {
-		c.at(n, "%s: missing required key %q", what, "fields")
+		c.missing(n, what, "fields")
 	}
 	if ff, ok := f["facts"]; ok {
 		c.factTypes(t, ff.value, what)
 	} else {
-		c.at(n, "%s: missing required key %q", what, "facts")
+		c.missing(n, what, "facts")
 	}
 	return t
 }
@@ -290,6 +296,8 @@ func (c *checker) entityField(what string, key, n *yaml.Node) Field {
 		c.at(typeNode, "%s.type: %q is not one of %v", what, fl.Type, fieldTypes)
 	}
 	fl.Required = c.boolean(f, "required", what)
+	_, descNode := c.str(f, "description", what, false, n)
+	c.text(descNode, what+".description", true)
 	fl.Storage, storageNode = c.str(f, "storage", what, false, n)
 	if storageNode != nil && reservedFilter(fl.Name) {
 		c.at(key, "%s: %q cannot have a storage slot: listings use it as a query parameter", what, fl.Name)
@@ -355,7 +363,9 @@ func (c *checker) subscriptions(n *yaml.Node) []Subscription {
 			c.at(nameNode, "%s: duplicate subscription name %q", what, s.Name)
 		}
 		names[s.Name] = true
-		s.Handler, _ = c.str(f, "handler", what, true, item)
+		var handlerNode *yaml.Node
+		s.Handler, handlerNode = c.str(f, "handler", what, true, item)
+		c.text(handlerNode, what+".handler", false)
 		if pf, ok := f["patterns"]; ok {
 			pats, nodes := c.strList(pf.value, what+".patterns")
 			if len(pats) == 0 && pf.value.Kind == yaml.SequenceNode {
@@ -368,7 +378,7 @@ func (c *checker) subscriptions(n *yaml.Node) []Subscription {
 			}
 			s.Patterns = pats
 		} else {
-			c.at(item, "%s: missing required key %q", what, "patterns")
+			c.missing(item, what, "patterns")
 		}
 		out = append(out, s)
 	}

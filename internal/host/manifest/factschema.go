@@ -142,7 +142,9 @@ func (c *checker) factTypes(t *EntityType, n *yaml.Node, what string) {
 // declares no schema.
 func (c *checker) factType(ft *FactType, what string, n *yaml.Node) {
 	f := c.fields(n, what, "description", "fields", "additionalFields")
-	ft.Description, _ = c.str(f, "description", what, false, n)
+	var descNode *yaml.Node
+	ft.Description, descNode = c.str(f, "description", what, false, n)
+	c.text(descNode, what+".description", true)
 	ff, ok := f["fields"]
 	if !ok {
 		if _, set := f["additionalFields"]; set {
@@ -179,7 +181,9 @@ func (c *checker) factField(what string, key, n *yaml.Node) FactField {
 		c.at(typeNode, "%s.type: %q is not one of %v%s", what, fl.Type, factFieldTypes, hint)
 	}
 	fl.Required = c.boolean(f, "required", what)
-	fl.Description, _ = c.str(f, "description", what, false, n)
+	var descNode *yaml.Node
+	fl.Description, descNode = c.str(f, "description", what, false, n)
+	c.text(descNode, what+".description", true)
 	if ev, ok := f["enum"]; ok {
 		values, nodes := c.strList(ev.value, what+".enum")
 		if len(values) == 0 && ev.value.Kind == yaml.SequenceNode {

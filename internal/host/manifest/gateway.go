@@ -124,7 +124,10 @@ func (r *Route) ID() string { return r.Method + " " + r.Path }
 // has a top-level routes key) rather than a domain manifest. A domain
 // manifest may carry routes too: one with subscriptions, or an entity
 // type naming its ledger (which a gateway manifest's cannot), is a domain
-// manifest.
+// manifest. A top-level key that is none of the manifests' keys counts as
+// the one it is a near miss of, as the parsers suggest it ("Routes" for
+// routes): a gateway manifest with a misspelt routes key is a gateway
+// manifest with an unknown key, not a domain manifest with no entities.
 func IsGateway(src []byte) bool {
 	// Read as a node, not a map: a manifest with a duplicated key is still
 	// told apart (and its duplicate reported by the right parser).
@@ -132,19 +135,34 @@ func IsGateway(src []byte) bool {
 	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return false
 	}
-	top := map[string]*yaml.Node{}
+	top, near := map[string]*yaml.Node{}, map[string]*yaml.Node{}
 	m := doc.Content[0]
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if _, seen := top[m.Content[i].Value]; !seen {
-			top[m.Content[i].Value] = m.Content[i+1]
+		k := m.Content[i].Value
+		into := top
+		if !contains(topKeys, k) {
+			if k = closest(k, topKeys); k == "" {
+				continue
+			}
+			into = near
+		}
+		if _, seen := into[k]; !seen {
+			into[k] = m.Content[i+1]
 		}
 	}
-	_, routes := top["routes"]
-	_, subs := top["subscriptions"]
+	key := func(name string) (*yaml.Node, bool) {
+		if v, ok := top[name]; ok {
+			return v, true
+		}
+		v, ok := near[name]
+		return v, ok
+	}
+	_, routes := key("routes")
+	_, subs := key("subscriptions")
 	if !routes || subs {
 		return false
 	}
-	entities := top["entities"]
+	entities, _ := key("entities")
 	if entities == nil {
 		return true
 	}
@@ -158,6 +176,9 @@ func IsGateway(src []byte) bool {
 	}
 	return true
 }
+
+// topKeys are the top-level keys of domain and gateway manifests.
+var topKeys = []string{"name", "version", "entities", "subscriptions", "routes"}
 
 // LoadGatewayFile reads and validates a gateway manifest. domain, when not
 // nil, is used to check entity types and fact types.
@@ -193,11 +214,31 @@ func ParseGatewayPartial(file string, src []byte, domain *Domain) (*Gateway, err
 	return g, c.err()
 }
 
+// PrecheckGateway checks a gateway manifest before the domain model it
+// is served with is known: serve checks it so before it opens the store,
+// whose domain manifests complete the model. It reports the problems
+// ParseGateway reports whatever the domain (the document's syntax, its
+// keys, paths, methods, actions, route overlaps), and none that a domain
+// manifest could resolve (an entity type or fact type the gateway
+// manifest does not declare, an entity type's index slots). A manifest
+// it passes may still have problems against the domain. On problems it
+// returns an *Error.
+func PrecheckGateway(file string, src []byte) error {
+	c := &checker{file: file, domainLater: true}
+	if top := c.parseDocument(src); top != nil {
+		c.gateway(top, nil)
+	}
+	return c.err()
+}
+
 func (c *checker) gateway(top *yaml.Node, domain *Domain) *Gateway {
 	f := c.fields(top, "manifest", "name", "version", "entities", "routes")
 	g := &Gateway{}
-	g.Name, _ = c.str(f, "name", "manifest", true, top)
-	g.Version, _ = c.str(f, "version", "manifest", true, top)
+	var nameNode, versionNode *yaml.Node
+	g.Name, nameNode = c.str(f, "name", "manifest", true, top)
+	g.Version, versionNode = c.str(f, "version", "manifest", true, top)
+	c.text(nameNode, "manifest.name", false)
+	c.text(versionNode, "manifest.version", false)
 	declared := map[string]*GatewayEntity{}
 	if ef, ok := f["entities"]; ok {
 		if ef.value.Kind != yaml.MappingNode {
@@ -217,7 +258,7 @@ func (c *checker) gateway(top *yaml.Node, domain *Domain) *Gateway {
 	}
 	rf, ok := f["routes"]
 	if !ok {
-		c.at(top, "manifest: missing required key %q", "routes")
+		c.missing(top, "manifest", "routes")
 		return g
 	}
 	if rf.value.Kind != yaml.SequenceNode {
@@ -250,7 +291,9 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 		c.at(key, "entity %q is built in and cannot be declared", SystemEntity)
 	}
 	f := c.fields(n, what, "description", "fields", "facts")
-	e.Description, _ = c.str(f, "description", what, false, n)
+	var descNode *yaml.Node
+	e.Description, descNode = c.str(f, "description", what, false, n)
+	c.text(descNode, what+".description", true)
 	var domainType *EntityType
 	domainFields := map[string]Field{}
 	if domain != nil {
@@ -306,7 +349,8 @@ func (c *checker) gatewayEntity(key, n *yaml.Node, domain *Domain) *GatewayEntit
 			}
 		}
 	}
-	if domainType == nil && (indexedS > store.StringSlots || indexedN > store.NumberSlots) {
+	// A type the domain declares has the domain's slots.
+	if domainType == nil && !c.domainLater && (indexedS > store.StringSlots || indexedN > store.NumberSlots) {
 		c.at(key, "%s indexes %d string and %d number fields; at most %d and %d fit the index slots", what, indexedS, indexedN, store.StringSlots, store.NumberSlots)
 	}
 	if ff, ok := f["facts"]; ok {
@@ -363,7 +407,9 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 	if commandNode != nil {
 		r.commandPos = c.pos(commandNode)
 	}
-	if a, an := c.str(f, "auth", what, false, n); an != nil {
+	// A value of the wrong kind (auth: ~) is reported as such by str and
+	// leaves the default: what it is not one of follows from that.
+	if a, an := c.str(f, "auth", what, false, n); an != nil && !c.wrongKind[an] {
 		r.Auth, authNode = a, an
 	}
 	if methodNode != nil && r.Method != "" && !contains(methods, r.Method) {
@@ -388,17 +434,21 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 	if rl, ok := f["rateLimit"]; ok {
 		r.RateLimit = c.rateLimit(what, rl.value)
 	}
+	// What depends on the action is said only of a known action: an
+	// action that is not one (action: got, or of the wrong kind) is the
+	// one mistake, said once.
+	actionOK := contains(actions, r.Action)
 	// Entity and fact type.
 	if entityNode != nil && r.Entity != "" {
 		known := r.Entity == SystemEntity || declared[r.Entity] != nil || (domain != nil && domain.Entities[r.Entity] != nil)
-		if !known {
+		if !known && !c.domainLater {
 			if domain != nil {
 				c.at(entityNode, "%s.entity: unknown entity type %q (declare it under entities or in the domain manifest)", what, r.Entity)
 			} else {
 				c.at(entityNode, "%s.entity: unknown entity type %q (declare it under entities)", what, r.Entity)
 			}
 		}
-		if r.Entity == SystemEntity && r.Action != "" && r.Action != ActionGet {
+		if r.Entity == SystemEntity && actionOK && r.Action != ActionGet {
 			c.at(actionNode, "%s: the built-in system entity serves only the get action", what)
 		}
 		// Every other entity is a tenant's: without a key no tenant is
@@ -408,19 +458,23 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 		}
 	}
 	switch {
+	case c.wrongKind[factNode]:
+		// Reported as not a string.
 	case r.Action == ActionEmit && r.FactType == "":
 		c.at(n, "%s: action emit needs a factType", what)
-	case r.Action != ActionEmit && factNode != nil:
+	case actionOK && r.Action != ActionEmit && factNode != nil:
 		c.at(factNode, "%s.factType applies only to action emit", what)
-	case r.Action == ActionEmit && r.Entity != "" && r.Entity != SystemEntity:
+	case r.Action == ActionEmit && r.Entity != "" && r.Entity != SystemEntity && !c.domainLater:
 		if !c.factDeclared(r.Entity, r.FactType, declared, domain) {
 			c.at(factNode, "%s.factType: %q is not a fact type of entity %s", what, r.FactType, r.Entity)
 		}
 	}
 	switch {
+	case c.wrongKind[commandNode]:
+		// Reported as not a string.
 	case r.Action == ActionCommand && commandNode == nil:
 		c.at(n, "%s: action command needs a command (the ledger command to run)", what)
-	case r.Action != ActionCommand && commandNode != nil:
+	case actionOK && r.Action != ActionCommand && commandNode != nil:
 		c.at(commandNode, "%s.command applies only to action command", what)
 	case r.Action == ActionCommand && r.Command != "" && !identRe.MatchString(r.Command):
 		c.at(commandNode, "%s.command: %q must be lowercase letters, digits and underscores, starting with a letter", what, r.Command)
@@ -428,10 +482,14 @@ func (c *checker) route(i int, n *yaml.Node, declared map[string]*GatewayEntity,
 	if r.Action == ActionCommand && pathOK && !contains(r.Params, "id") {
 		c.at(pathNode, "%s: action command needs the :id path parameter naming the entity (for example /members/:id/earn)", what)
 	}
+	// Whether a get route needs a parameter depends on its entity: the
+	// built-in system entity needs none, and an entity that is missing or
+	// not a string is not known to be another.
+	tenantEntity := r.Entity != "" && r.Entity != SystemEntity
 	switch {
-	case r.Action == ActionGet && r.Entity != SystemEntity && pathOK && len(r.Params) == 0:
+	case r.Action == ActionGet && tenantEntity && pathOK && len(r.Params) == 0:
 		c.at(pathNode, "%s: action get needs a path parameter naming the entity (for example /accounts/:id)", what)
-	case r.Action == ActionGet && r.Entity != SystemEntity && pathOK && len(r.Params) > 1 &&
+	case r.Action == ActionGet && tenantEntity && pathOK && len(r.Params) > 1 &&
 		!contains(r.Params, "id") && !contains(r.Params, "entityId") && !contains(r.Params, "entity_id"):
 		c.at(pathNode, "%s: action get has several path parameters and none names the entity: call the one holding its id :id (or :entityId, :entity_id)", what)
 	case (r.Action == ActionCreate || r.Action == ActionList) && pathOK && len(r.Params) > 0:
@@ -570,7 +628,7 @@ func (c *checker) rateLimit(what string, n *yaml.Node) *RateLimit {
 	f := c.fields(n, w, "rpm", "scope")
 	rl := &RateLimit{Scope: ScopeTenant}
 	if p, ok := f["rpm"]; !ok {
-		c.at(n, "%s: missing required key %q", w, "rpm")
+		c.missing(n, w, "rpm")
 	} else if p.value.Kind != yaml.ScalarNode || p.value.Tag != "!!int" || !decimalRe.MatchString(p.value.Value) || p.value.Decode(&rl.RPM) != nil {
 		// Decimal digits only: YAML reads 010 as octal 8, and 0x10,
 		// 0o10 and 1_0 as numbers a reader would not expect.
@@ -580,7 +638,7 @@ func (c *checker) rateLimit(what string, n *yaml.Node) *RateLimit {
 	} else if rl.RPM > 1_000_000 {
 		c.at(p.value, "%s.rpm must be at most 1000000, got %d", w, rl.RPM)
 	}
-	if s, sn := c.str(f, "scope", w, false, n); sn != nil {
+	if s, sn := c.str(f, "scope", w, false, n); sn != nil && !c.wrongKind[sn] {
 		if !contains(scopes, s) {
 			c.at(sn, "%s.scope: %q is not one of tenant, global", w, s)
 		}

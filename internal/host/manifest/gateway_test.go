@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,6 +145,100 @@ func TestIsGateway(t *testing.T) {
 	// A duplicated key is the parser's to report, on the right kind.
 	if !IsGateway([]byte("name: g\nname: again\nroutes: []\n")) || IsGateway([]byte("name: d\nname: again\nentities:\n  claim: {ledger: builtin}\nroutes: []\n")) {
 		t.Fatal("a manifest with a duplicated key misclassified")
+	}
+}
+
+// TestIsGatewayNearMisses: a top-level key that is a near miss of a
+// manifest key counts as that key when telling the kinds apart, so a
+// misspelt routes key is reported by the gateway parser, as an unknown
+// key, and a misspelt entities or subscriptions key of a domain
+// manifest keeps it a domain manifest.
+func TestIsGatewayNearMisses(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		gateway   bool
+	}{
+		{"Routes", "name: g\nversion: \"1\"\nRoutes:\n  - {path: /v1/s, method: GET, entity: system, action: get}\n", true},
+		{"ROUTES", "name: g\nROUTES: []\n", true},
+		{"route", "name: g\nroute: []\n", true},
+		{"rotues", "name: g\nrotues: []\n", true},
+		{"Routes beside gateway entities", "name: g\nentities:\n  ticket: {facts: [opened]}\nRoutes: []\n", true},
+		{"Routes beside a ledger", "name: d\nentities:\n  claim: {ledger: builtin}\nRoutes: []\n", false},
+		{"Entities with a ledger", "name: d\nEntities:\n  claim: {ledger: builtin}\nroutes: []\n", false},
+		{"Subscriptions", "name: d\nSubscriptions: []\nroutes: []\n", false},
+		{"exact key wins", "name: d\nentities:\n  claim: {ledger: builtin}\nEntities: {}\nroutes: []\n", false},
+		{"far from every key", "name: d\npaths: []\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsGateway([]byte(tc.src)); got != tc.gateway {
+				t.Fatalf("IsGateway = %v, want %v", got, tc.gateway)
+			}
+		})
+	}
+}
+
+// TestPrecheckGateway: checked before the domain model is known, a
+// gateway manifest gets the problems it has whatever the domain and none
+// a domain manifest could resolve.
+func TestPrecheckGateway(t *testing.T) {
+	manyIndexed := "name: g\nversion: \"1\"\nentities:\n  account:\n    fields:\n"
+	for i := range 9 {
+		manyIndexed += fmt.Sprintf("      f%d: {type: string, indexed: true}\n", i)
+	}
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"a YAML syntax error", "name: g\nversion: \"1\"\nroutes:\n  - {path: /v1/x, method: GET\n",
+			"g.yaml:4:5: YAML syntax error: did not find expected ',' or '}'"},
+		{"routes not a list", "name: g\nversion: \"1\"\nroutes: {}\n", "g.yaml:3:9: routes must be a list, got a mapping"},
+		{"a control character in the name", "name: \"g\\0\"\nversion: \"1\"\nroutes:\n  - {path: /v1/status, method: GET, entity: system, action: get}\n",
+			"g.yaml:1:7: manifest.name: control character U+0000 is not allowed"},
+		{"a reserved path", "name: g\nversion: \"1\"\nroutes:\n  - {path: /v1/entities/:id, method: GET, entity: account, action: get}\n",
+			"g.yaml:4:12: routes[0].path: /v1/entities/:id is under /v1/entities, which the gateway itself serves"},
+		// What the domain manifests, stored ones included, may declare.
+		{"an entity type the domain declares", "name: g\nversion: \"1\"\nroutes:\n  - {path: /v1/things/:id, method: GET, entity: thing, action: get}\n", ""},
+		{"a fact type the domain declares", "name: g\nversion: \"1\"\nroutes:\n  - {path: /v1/things/:id/x, method: POST, entity: thing, action: emit, factType: x}\n", ""},
+		{"a type the domain declares with slots", manyIndexed + "routes:\n  - {path: /v1/accounts/:id, method: GET, entity: account, action: get}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := PrecheckGateway("g.yaml", []byte(tc.src))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+	// Every problem it finds, the check with the domain finds too.
+	d := repoDomain(t)
+	files, _ := filepath.Glob("testdata/gateway/*.yaml")
+	refused := 0
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := map[Diagnostic]bool{}
+		_, err = ParseGateway(file, src, d)
+		for _, diag := range Diagnostics(file, err) {
+			full[diag] = true
+		}
+		pre := PrecheckGateway(file, src)
+		for _, diag := range Diagnostics(file, pre) {
+			if !full[diag] {
+				t.Errorf("%s: the precheck finds a problem the check with the domain does not: %s", file, diag)
+			}
+		}
+		if pre != nil {
+			refused++
+		}
+	}
+	if refused < len(files)/2 {
+		t.Errorf("the precheck refuses %d of %d invalid manifests", refused, len(files))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
 )
 
 // badText returns the offset of the first byte YAML cannot hold (invalid
@@ -95,4 +97,42 @@ func inComment(src []byte, i int) bool {
 	start := bytes.LastIndexByte(src[:i], '\n') + 1
 	line := src[start:i]
 	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("#")) || bytes.Contains(line, []byte(" #"))
+}
+
+// displayControl returns the first character of s that does not display
+// as itself, or -1: a control character (C0, DEL, C1; a tab and a line
+// break are text where lines is set) or a bidirectional control, which
+// reorders how the text around it is displayed (U+202A-U+202E,
+// U+2066-U+2069). YAML lets a double-quoted scalar hold any of them
+// through an escape ("\0", "\x00", "\u202E").
+func displayControl(s string, lines bool) rune {
+	for _, r := range s {
+		switch {
+		case lines && (r == '\t' || r == '\n'):
+		case r < 0x20, r >= 0x7F && r <= 0x9F:
+			return r
+		case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+			return r
+		}
+	}
+	return -1
+}
+
+// text refuses, in the string n holds for what, a character that does
+// not display as itself (see displayControl): names, versions, ledger and
+// handler names and descriptions are shown in logs, the console and
+// problems, where a NUL cuts the text short and a right-to-left override
+// makes it read as something else. A name is one line; a description may
+// hold tabs and line breaks. Nothing is said of a node reported already.
+func (c *checker) text(n *yaml.Node, what string, lines bool) {
+	if n == nil || c.wrongKind[n] {
+		return
+	}
+	switch r := displayControl(n.Value, lines); {
+	case r < 0:
+	case r >= 0x202A:
+		c.at(n, "%s: bidirectional control character U+%04X is not allowed: it changes the order in which the text displays", what, r)
+	default:
+		c.at(n, "%s: control character U+%04X is not allowed", what, r)
+	}
 }

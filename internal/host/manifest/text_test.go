@@ -89,3 +89,56 @@ func TestFileProblemsHaveNoFakePosition(t *testing.T) {
 		t.Fatalf("got %v", diags)
 	}
 }
+
+// TestDisplayControl: the characters a name may not hold are the control
+// characters (C0, DEL, C1) and the bidirectional embeddings, overrides
+// and isolates; a description may hold tabs and line breaks.
+func TestDisplayControl(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s     string
+		lines bool
+		want  rune
+	}{
+		{"Claims v2 — café", false, -1},
+		{"a\x00b", false, 0},
+		{"a\tb", false, '\t'},
+		{"a\tb\nc", true, -1},
+		{"a\rb", true, '\r'},
+		{"\x1f", true, 0x1F},
+		{"\x7f", true, 0x7F},
+		{"\u0080", true, 0x80},
+		{"\u009f", true, 0x9F},
+		{"\u00a0", false, -1},
+		{"\u2029\u200f", false, -1}, // a separator and a mark, which reorder nothing
+		{"ab\u202acd", false, 0x202A},
+		{"\u202e", true, 0x202E},
+		{"\u2066", true, 0x2066},
+		{"\u2069", true, 0x2069},
+		{"\u206a\u2029", false, -1},
+	} {
+		if got := displayControl(tc.s, tc.lines); got != tc.want {
+			t.Errorf("displayControl(%q, %v) = %U, want %U", tc.s, tc.lines, got, tc.want)
+		}
+	}
+}
+
+// TestSortDiagnostics: each file's diagnostics by line, then column,
+// the files in the order of their first; those at one place keep their
+// order.
+func TestSortDiagnostics(t *testing.T) {
+	t.Parallel()
+	d := func(file string, line, col int, msg string) Diagnostic {
+		return Diagnostic{File: file, Line: line, Column: col, Message: msg}
+	}
+	got := []Diagnostic{d("b", 5, 1, "b5"), d("a", 9, 2, "a9"), d("b", 2, 7, "b2"), d("a", 9, 1, "a9.1"),
+		d("b", 5, 1, "b5 again"), d("a", 0, 0, "a read"), d("b", 2, 3, "b2.3")}
+	SortDiagnostics(got)
+	var msgs []string
+	for _, x := range got {
+		msgs = append(msgs, x.Message)
+	}
+	if want := "b2.3 b2 b5 b5 again a read a9.1 a9"; strings.Join(msgs, " ") != want {
+		t.Fatalf("got %q\nwant %q", strings.Join(msgs, " "), want)
+	}
+}
