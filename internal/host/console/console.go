@@ -88,16 +88,7 @@ func New(opts Options) (*Console, error) {
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
 	funcs := template.FuncMap{
-		"ms": func(v any) string {
-			f, _ := v.(float64)
-			if n, ok := v.(int64); ok {
-				f = float64(n)
-			}
-			if f == 0 {
-				return ""
-			}
-			return time.UnixMilli(int64(f)).UTC().Format("2006-01-02 15:04:05Z")
-		},
+		"ms":      clockTime,
 		"num":     num,
 		"percent": percent,
 		"series":  seriesJSON,
@@ -121,6 +112,36 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")] = t
 	}
 	return pages, nil
+}
+
+// timeLayout is how every view writes a time: to the second, in UTC.
+const timeLayout = "2006-01-02 15:04:05Z"
+
+// clockTime writes a time of the API as every view shows one
+// (timeLayout). Most times come as epoch milliseconds; a few, such as a
+// plugin's load time, as RFC 3339 text with nanoseconds. No time (0,
+// null, Go's zero time) is "", and text that is not a time is shown as
+// it came.
+func clockTime(v any) string {
+	switch t := v.(type) {
+	case float64:
+		if t != 0 {
+			return time.UnixMilli(int64(t)).UTC().Format(timeLayout)
+		}
+	case int64:
+		if t != 0 {
+			return time.UnixMilli(t).UTC().Format(timeLayout)
+		}
+	case string:
+		at, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return t
+		}
+		if !at.IsZero() {
+			return at.UTC().Format(timeLayout)
+		}
+	}
+	return ""
 }
 
 // Mount registers the console routes on the gateway's fiber app.
