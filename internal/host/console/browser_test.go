@@ -208,7 +208,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("live key nav %q", nav)
 		}
 		if !strings.Contains(body, "403") {
-			t.Errorf("live key on dead letters sees %q, want the API's 403", body)
+			t.Errorf("live key on dead letters sees %q, want a 403", body)
 		}
 	})
 

@@ -162,20 +162,20 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Get("/delivery-stats", c.auth(false, c.deliveryStatsPage))
 	g.Post("/plugins/upload", c.auth(true, c.operatorOnly(c.uploadPlugin)))
 	g.Post("/plugins/:name/rollback", c.auth(true, c.operatorOnly(c.rollbackPlugin)))
-	g.Get("/dead-letters", c.auth(false, c.deadLettersPage))
-	g.Get("/dead-letters/replay-all", c.auth(false, c.replayAllPage))
-	g.Post("/dead-letters/replay-all", c.auth(true, c.replayAll))
-	g.Post("/dead-letters/:id/replay", c.auth(true, c.replay))
+	g.Get("/dead-letters", c.auth(false, c.adminOnly(c.deadLettersPage)))
+	g.Get("/dead-letters/replay-all", c.auth(false, c.adminOnly(c.replayAllPage)))
+	g.Post("/dead-letters/replay-all", c.auth(true, c.adminOnly(c.replayAll)))
+	g.Post("/dead-letters/:id/replay", c.auth(true, c.adminOnly(c.replay)))
 	g.Get("/projections", c.auth(false, c.projectionsPage))
 	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
 	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
 	g.Get("/reveal", c.auth(false, c.revealPage))
-	g.Get("/keys", c.auth(false, c.keysPage))
-	g.Post("/keys", c.auth(true, c.createKey))
-	g.Post("/keys/:id/revoke", c.auth(true, c.revokeKey))
+	g.Get("/keys", c.auth(false, c.adminOnly(c.keysPage)))
+	g.Post("/keys", c.auth(true, c.adminOnly(c.createKey)))
+	g.Post("/keys/:id/revoke", c.auth(true, c.adminOnly(c.revokeKey)))
 	g.Get("/webhooks", c.auth(false, c.webhooksPage))
-	g.Post("/webhooks/:id/rotate-secret", c.auth(true, c.rotateSecret))
-	g.Post("/webhooks/:id/resume", c.auth(true, c.resume))
+	g.Post("/webhooks/:id/rotate-secret", c.auth(true, c.adminOnly(c.rotateSecret)))
+	g.Post("/webhooks/:id/resume", c.auth(true, c.adminOnly(c.resume)))
 	g.Get("/webhooks/new", c.auth(false, c.adminOnly(c.newWebhookPage)))
 	g.Post("/webhooks", c.auth(true, c.adminOnly(c.saveWebhook)))
 	g.Get("/webhooks/:id/edit", c.auth(false, c.adminOnly(c.editWebhookPage)))
@@ -256,12 +256,26 @@ func (c *Console) isOperator(s *session) bool {
 	return s.principal.IsAdmin() && s.principal.TenantID == c.opts.OperatorTenant
 }
 
-// operatorOnly keeps the operator views from other keys.
+// operatorOnly keeps the operator views from other keys. The refusal is
+// the gateway's to answer, as the refusals before a view (no session, a
+// bad CSRF token): a console page to a browser, problem+json to any other
+// client (gateway.Server.ProblemPages, ProblemPage).
 func (c *Console) operatorOnly(h handler) handler {
 	return func(fc *fiber.Ctx, s *session) error {
 		if !c.isOperator(s) {
-			return c.render(fc, s, fiber.StatusForbidden, "message", nil, &apiError{Status: 403, Title: "Forbidden",
-				Detail: "This view is for admin keys of the operator tenant"})
+			return problem.New(problem.Forbidden, "This view is for admin keys of the operator tenant")
+		}
+		return h(fc, s)
+	}
+}
+
+// adminOnly keeps the tenant's management views and their actions (API
+// keys, dead letters, webhook changes) from live and test keys; the API
+// refuses their calls too. Refused as operatorOnly refuses.
+func (c *Console) adminOnly(h handler) handler {
+	return func(fc *fiber.Ctx, s *session) error {
+		if !s.principal.IsAdmin() {
+			return problem.Newf(problem.Forbidden, "This view and its actions need an admin key; this session's key is a %s key", s.principal.Mode)
 		}
 		return h(fc, s)
 	}

@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -333,6 +334,77 @@ func TestRefusalsBeforeAPageArePages(t *testing.T) {
 	}
 }
 
+// A view or action that needs an admin key, or the operator tenant's,
+// refused to a lesser session is negotiated as every other console
+// refusal: a console page to a browser (its navigation kept), RFC 7807
+// problem+json to a client that asks for JSON. It was a page to both.
+func TestAdminOnlyRefusalsFollowAccept(t *testing.T) {
+	a := setup(t, app.Config{})
+	admin, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	live, _ := newKey(t, a, "acme", auth.ModeLive)
+	adminCookie, adminCSRF := signIn(t, a, admin)
+	liveCookie, liveCSRF := signIn(t, a, live)
+	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	for _, tc := range []struct {
+		who, method, path string
+		says              string
+	}{
+		{"tenant admin", "GET", "/console/plugins", "operator tenant"},
+		{"tenant admin", "GET", "/console/domain", "operator tenant"},
+		{"tenant admin", "GET", "/console/stream", "operator tenant"},
+		{"tenant admin", "GET", "/console/all-projections", "operator tenant"},
+		{"tenant admin", "POST", "/console/domain", "operator tenant"},
+		{"tenant admin", "POST", "/console/domain/wide/delete", "operator tenant"},
+		{"tenant admin", "POST", "/console/plugins/upload", "operator tenant"},
+		{"tenant admin", "POST", "/console/plugins/account/rollback", "operator tenant"},
+		{"live key", "GET", "/console/webhooks/new", "need an admin key"},
+		{"live key", "POST", "/console/webhooks", "need an admin key"},
+		{"live key", "GET", "/console/webhooks/cfg_x/edit", "need an admin key"},
+		{"live key", "POST", "/console/webhooks/cfg_x", "need an admin key"},
+		{"live key", "GET", "/console/webhooks/cfg_x/archive", "need an admin key"},
+		{"live key", "POST", "/console/webhooks/cfg_x/archive", "need an admin key"},
+		{"live key", "POST", "/console/webhooks/cfg_x/pause", "need an admin key"},
+		{"live key", "POST", "/console/webhooks/cfg_x/resume", "need an admin key"},
+		{"live key", "POST", "/console/webhooks/cfg_x/rotate-secret", "need an admin key"},
+		{"live key", "GET", "/console/keys", "need an admin key"},
+		{"live key", "POST", "/console/keys", "need an admin key"},
+		{"live key", "POST", "/console/keys/key_x/revoke", "need an admin key"},
+		{"live key", "GET", "/console/dead-letters", "need an admin key"},
+		{"live key", "GET", "/console/dead-letters/replay-all", "need an admin key"},
+		{"live key", "POST", "/console/dead-letters/replay-all", "need an admin key"},
+		{"live key", "POST", "/console/dead-letters/dlv_x/replay", "need an admin key"},
+	} {
+		t.Run(tc.who+" "+tc.method+" "+tc.path, func(t *testing.T) {
+			cookie, csrf := adminCookie, adminCSRF
+			if tc.who == "live key" {
+				cookie, csrf = liveCookie, liveCSRF
+			}
+			var form url.Values
+			if tc.method == "POST" {
+				form = url.Values{"csrf": {csrf}, "confirm": {"yes"}}
+			}
+			resp := doAccepting(t, a, tc.method, tc.path, cookie, form, "application/json")
+			b := read(t, resp)
+			var p struct {
+				Status  int    `json:"status"`
+				Detail  string `json:"detail"`
+				TraceID string `json:"trace_id"`
+			}
+			if resp.StatusCode != http.StatusForbidden || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") ||
+				json.Unmarshal([]byte(b), &p) != nil || p.Status != 403 || !strings.Contains(p.Detail, tc.says) || p.TraceID == "" {
+				t.Errorf("a client asking for JSON: %d %s %s, want a 403 problem saying %q", resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.says)
+			}
+			resp = doAccepting(t, a, tc.method, tc.path, cookie, form, browser)
+			page := read(t, resp)
+			if resp.StatusCode != http.StatusForbidden || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+				!strings.Contains(page, `id="problem"`) || !strings.Contains(page, tc.says) || !strings.Contains(page, "Trace id") ||
+				!strings.Contains(page, `id="nav-webhooks"`) {
+				t.Errorf("a browser: %d %s, want a 403 console page with its navigation saying %q:\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), tc.says, page)
+			}
+		})
+	}
+}
+
 func TestSignOutEndsSession(t *testing.T) {
 	a := setup(t, app.Config{})
 	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
@@ -529,7 +601,7 @@ func TestDeliveriesViewShowsBadFilterProblems(t *testing.T) {
 
 // The operator's domain view shows each entity type's ledger (and whether
 // it is served), its fact types and their data schemas, read from the
-// admin domain API; other keys get the API's 403.
+// admin domain API; other keys get a 403.
 func TestOperatorSeesDomainModel(t *testing.T) {
 	a := setup(t, app.Config{})
 	op, _ := newKey(t, a, "operator", auth.ModeAdmin)

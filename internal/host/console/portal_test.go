@@ -64,7 +64,7 @@ func read(t *testing.T, resp *http.Response) string {
 // A live key's portal lists its tenant's deliveries and shows how to check
 // a signature, naming the config's secret reference but never a secret;
 // it has no write buttons, and a write it forges through the console is
-// the API's 403.
+// refused with a 403.
 func TestLiveKeyPortalShowsDeliveriesAndSignatureHelp(t *testing.T) {
 	a := setup(t, app.Config{})
 	addDeliveries(t, a.Store, "acme", 5)
@@ -110,10 +110,11 @@ func TestLiveKeyPortalShowsDeliveriesAndSignatureHelp(t *testing.T) {
 		t.Error("the live key's portal shows a secret or a write button")
 	}
 
-	// Forged write: the console hands it to the API, which refuses it.
-	resp = do(t, a, "POST", "/console/dead-letters/"+id+"/replay", cookie, url.Values{"csrf": {csrf}})
+	// Forged write: refused before it reaches the API (which would
+	// refuse it too), as a page to a browser.
+	resp = doAccepting(t, a, "POST", "/console/dead-letters/"+id+"/replay", cookie, url.Values{"csrf": {csrf}}, "text/html")
 	if page := read(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, `id="problem"`) {
-		t.Errorf("live key's replay through the console: %d, want the API's 403 in the page:\n%s", resp.StatusCode, page)
+		t.Errorf("live key's replay through the console: %d, want a 403 in the page:\n%s", resp.StatusCode, page)
 	}
 }
 
@@ -153,7 +154,7 @@ func TestSignatureHelpShellRecipeVerifies(t *testing.T) {
 
 // Bulk replay asks first: the confirmation counts the dead letters, a
 // post without the confirmation replays nothing, the confirmed one
-// replays them all through the API; a live key gets the API's 403.
+// replays them all through the API; a live key gets a 403.
 func TestBulkReplayNeedsConfirmation(t *testing.T) {
 	a := setup(t, app.Config{})
 	addDeliveries(t, a.Store, "acme", 9) // dead: 0, 3, 6

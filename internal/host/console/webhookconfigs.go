@@ -44,18 +44,6 @@ type webhookForm struct {
 	Created map[string]any
 }
 
-// adminOnly keeps the management views from live and test keys (the API
-// refuses their writes too).
-func (c *Console) adminOnly(h handler) handler {
-	return func(fc *fiber.Ctx, s *session) error {
-		if !s.principal.IsAdmin() {
-			return c.render(fc, s, fiber.StatusForbidden, "message", nil, &apiError{Status: 403, Title: "Forbidden",
-				Detail: "Managing webhooks needs an admin key"})
-		}
-		return h(fc, s)
-	}
-}
-
 // pausedConfigs reads the tenant's paused configs
 // (GET /v1/admin/webhooks/paused) as a set of config ids.
 func (c *Console) pausedConfigs(ctx context.Context, s *session) (map[string]bool, error) {

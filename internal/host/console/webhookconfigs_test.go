@@ -292,10 +292,10 @@ func TestLiveKeyCannotManageWebhooks(t *testing.T) {
 			t.Errorf("%s %s with a live key: %d", r.method, r.path, resp.StatusCode)
 		}
 	}
-	// An admin view refused to a live key shows the refusal alone, not
-	// the view's empty table and forms under it.
+	// An admin view refused to a live key shows a browser the refusal
+	// alone, not the view's empty table and forms under it.
 	for _, path := range []string{"/console/keys", "/console/dead-letters"} {
-		resp := do(t, a, "GET", path, cookie, nil)
+		resp := browse(t, a, path, cookie)
 		if page := body(t, resp); resp.StatusCode != http.StatusForbidden || !strings.Contains(page, `id="problem"`) ||
 			strings.Contains(page, "<table") || strings.Contains(page, `method="post" action="/console/keys"`) {
 			t.Errorf("GET %s with a live key: %d %s", path, resp.StatusCode, page)
