@@ -42,6 +42,8 @@ type webhookForm struct {
 	// Created is a secret made for this form whose config was refused:
 	// shown once here, and kept as the form's secret reference.
 	Created map[string]any
+	// TraceID is the refused request's id, to find its log line.
+	TraceID string
 }
 
 // pausedConfigs reads the tenant's paused configs
@@ -295,6 +297,13 @@ func (c *Console) formProblem(fc *fiber.Ctx, s *session, f *webhookForm, err err
 	defer cancel()
 	f.Refs = c.secretRefs(ctx, s)
 	f.Errors = map[string][]string{}
+	// The refused request's id, as every other problem the console shows
+	// carries; one the console refused itself is logged under this
+	// request's.
+	f.TraceID = pe.TraceID
+	if f.TraceID == "" {
+		f.TraceID = gateway.RequestID(fc)
+	}
 	summary := pe.Title
 	if pe.Detail != "" {
 		summary += ": " + pe.Detail

@@ -337,3 +337,42 @@ func TestWebhookViewsRefuseOtherConfigs(t *testing.T) {
 		t.Fatalf("archive of a limits config through the webhook view: %d, status %v", resp.StatusCode, api(t, a, key, "GET", "/v1/configs/"+id)["status"])
 	}
 }
+
+// formTrace is the trace id the webhook form's problem box shows, or "".
+func formTrace(page string) string {
+	m := regexp.MustCompile(`(?s)<div class="problem" role="alert" id="form-problem">.*?<small class="trace">Trace id <code>([^<]+)</code></small></div>`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// A refused webhook form shows the refused request's trace id, as every
+// other problem the console shows does: an operator finds the log line
+// by it.
+func TestWebhookFormProblemShowsTraceID(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	ref := apiDo(t, a, key, "POST", "/v1/admin/webhooks/secrets", nil)["secret_ref"].(string)
+	id := apiDo(t, a, key, "POST", "/v1/configs", map[string]any{"type": "webhook", "name": "ok",
+		"settings": map[string]any{"url": "https://hooks.example.com/ok", "secret_ref": ref, "triggers": []string{"note.added"}}})["id"].(string)
+	for _, tc := range []struct {
+		name, path string
+		form       url.Values
+		status     int
+	}{
+		{"create", "/console/webhooks", url.Values{"name": {"x"}, "url": {"http://insecure"}, "triggers": {"note.added"}, "new_secret": {"yes"}}, 400},
+		{"edit", "/console/webhooks/" + id, url.Values{"version": {"1"}, "name": {"x"}, "url": {"http://insecure"}, "triggers": {"note.added"}, "secret_ref": {ref}}, 400},
+		{"stale edit", "/console/webhooks/" + id, url.Values{"version": {"7"}, "name": {"x"}, "url": {"https://hooks.example.com/x"}, "triggers": {"note.added"}, "secret_ref": {ref}}, 409},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.form.Set("csrf", csrf)
+			resp := doAccepting(t, a, "POST", tc.path, cookie, tc.form, "text/html")
+			page := body(t, resp)
+			if resp.StatusCode != tc.status || !strings.Contains(page, `id="webhook-form"`) || formTrace(page) == "" {
+				t.Errorf("%d, want %d and the form with the request's trace id in its problem box:\n%s", resp.StatusCode, tc.status, page)
+			}
+		})
+	}
+}
