@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,12 @@ type webhookForm struct {
 	Created map[string]any
 	// TraceID is the refused request's id, to find its log line.
 	TraceID string
+	// Current is the config as it is now, when an edit was refused
+	// because the config changed since the form was opened (Version is
+	// then Current's); Differs names the fields whose value there is
+	// not what the form holds.
+	Current *webhookForm
+	Differs map[string]bool
 }
 
 // pausedConfigs reads the tenant's paused configs
@@ -130,7 +137,14 @@ func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
 		// the user edits anything.
 		return c.conflict(fc, s, "Webhook "+str(cfg["id"])+" is "+st+"; only an active config can be edited")
 	}
-	f := &webhookForm{ID: str(cfg["id"]), Version: num(cfg["version"]), Name: str(cfg["name"]), Refs: c.secretRefs(ctx, s)}
+	f := configForm(cfg)
+	f.Refs = c.secretRefs(ctx, s)
+	return c.render(fc, s, fiber.StatusOK, "webhook-form", f, nil)
+}
+
+// configForm is the edit form filled from a config.
+func configForm(cfg map[string]any) *webhookForm {
+	f := &webhookForm{ID: str(cfg["id"]), Version: num(cfg["version"]), Name: str(cfg["name"])}
 	st, _ := cfg["settings"].(map[string]any)
 	f.URL, f.SecretRef = str(st["url"]), str(st["secret_ref"])
 	if ts, ok := st["triggers"].([]any); ok {
@@ -143,7 +157,7 @@ func (c *Console) editWebhookPage(fc *fiber.Ctx, s *session) error {
 	if r, ok := st["retry"].(map[string]any); ok {
 		f.MaxAttempts, f.Timeout = num(r["max_attempts"]), num(r["timeout_seconds"])
 	}
-	return c.render(fc, s, fiber.StatusOK, "webhook-form", f, nil)
+	return f
 }
 
 // readForm takes the posted form as the user typed it.
@@ -214,6 +228,7 @@ func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
 		if f.NewSecret {
 			err = withoutSecretRefErrors(err)
 		}
+		c.rebase(ctx, s, f, err)
 		return c.formProblem(fc, s, f, err)
 	}
 	notice := "Webhook " + str(cfg["id"]) + " saved as version " + num(cfg["version"])
@@ -250,6 +265,37 @@ func (c *Console) sendWebhook(ctx context.Context, s *session, f *webhookForm) (
 	body, _ := json.Marshal(in)
 	err = c.call(ctx, s, http.MethodPut, "/v1/configs/"+url.PathEscape(f.ID), "application/json", body, &cfg)
 	return cfg, err
+}
+
+// rebase readies an edit refused because the config changed since its
+// form was opened (a 409 while the config is active at another version)
+// to be sent again: the form keeps what the user typed, takes the current
+// version, so that saving again is not the same 409, and shows beside
+// each field the current value where it differs. Nothing is saved
+// meanwhile: the user decides whether their values replace the other
+// change.
+func (c *Console) rebase(ctx context.Context, s *session, f *webhookForm, err error) {
+	var pe *apiError
+	if f.ID == "" || !errors.As(err, &pe) || pe.Status != http.StatusConflict {
+		return
+	}
+	cfg, rerr := c.webhookConfig(ctx, s, f.ID)
+	if rerr != nil || str(cfg["status"]) != "active" {
+		return
+	}
+	cur := configForm(cfg)
+	if cur.Version == "" || cur.Version == f.Version {
+		return
+	}
+	f.Version, f.Current = cur.Version, cur
+	f.Differs = map[string]bool{
+		"name":            f.Name != cur.Name,
+		"url":             f.URL != cur.URL,
+		"triggers":        !slices.Equal(f.triggers(), cur.triggers()),
+		"secret_ref":      f.SecretRef != cur.SecretRef,
+		"max_attempts":    f.MaxAttempts != cur.MaxAttempts,
+		"timeout_seconds": f.Timeout != cur.Timeout,
+	}
 }
 
 // withoutSecretRefErrors drops the missing secret_ref from a refusal of a

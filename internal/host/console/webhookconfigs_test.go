@@ -376,3 +376,72 @@ func TestWebhookFormProblemShowsTraceID(t *testing.T) {
 		})
 	}
 }
+
+// An edit refused because the config changed since its form was opened
+// (409) shows the form again with what the user typed, the current
+// version's values beside the fields where they differ, and the current
+// version in its hidden field: sending it again saves, where the form
+// used to carry the old version and answer 409 forever. Nothing is saved
+// until the user sends it again.
+func TestStaleWebhookEditCanBeSentAgain(t *testing.T) {
+	a := setup(t, app.Config{})
+	key, _ := newKey(t, a, "acme", auth.ModeAdmin)
+	cookie, csrf := signIn(t, a, key)
+	ref := apiDo(t, a, key, "POST", "/v1/admin/webhooks/secrets", nil)["secret_ref"].(string)
+	settings := func(url string, triggers ...string) map[string]any {
+		return map[string]any{"url": url, "secret_ref": ref, "triggers": triggers, "retry": map[string]any{"max_attempts": 3}}
+	}
+	id := apiDo(t, a, key, "POST", "/v1/configs", map[string]any{"type": "webhook", "name": "orig",
+		"settings": settings("https://hooks.example.com/one", "note.added")})["id"].(string)
+	version := regexp.MustCompile(`name="version" value="(\d+)"`)
+	if m := version.FindStringSubmatch(body(t, browse(t, a, "/console/webhooks/"+id+"/edit", cookie))); m == nil || m[1] != "1" {
+		t.Fatalf("the edit form's version: %v, want 1", m)
+	}
+	// Someone else saves version 2 meanwhile.
+	apiDo(t, a, key, "PUT", "/v1/configs/"+id, map[string]any{"version": 1, "name": "orig",
+		"settings": settings("https://hooks.example.com/two", "note.added", "note.removed")})
+
+	mine := url.Values{"csrf": {csrf}, "version": {"1"}, "name": {"mine"}, "url": {"https://hooks.example.com/mine"},
+		"triggers": {"note.added"}, "secret_ref": {ref}, "max_attempts": {"3"}, "timeout_seconds": {"30"}}
+	resp := doAccepting(t, a, "POST", "/console/webhooks/"+id, cookie, mine, "text/html")
+	page := body(t, resp)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, `id="changed"`) {
+		t.Fatalf("stale edit: %d, want 409 saying the config changed:\n%s", resp.StatusCode, page)
+	}
+	if m := version.FindStringSubmatch(page); m == nil || m[1] != "2" {
+		t.Errorf("the form shown again carries version %v, want the current 2", m)
+	}
+	for _, want := range []string{`id="name" name="name" value="mine"`, `id="url" name="url" value="https://hooks.example.com/mine"`,
+		`id="triggers" name="triggers" value="note.added"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the form lost what was typed: no %s", want)
+		}
+	}
+	current := func(field string) string {
+		m := regexp.MustCompile(`<span class="current" id="` + field + `-current">([^\n]*?)</span>`).FindStringSubmatch(page)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	for field, want := range map[string]string{"name": "Version 2: <code>orig</code>", "url": "Version 2: <code>https://hooks.example.com/two</code>",
+		"triggers": "Version 2: <code>note.added, note.removed</code>", "secret_ref": "", "max_attempts": "", "timeout_seconds": ""} {
+		if got := current(field); got != want {
+			t.Errorf("beside %s: %q, want %q", field, got, want)
+		}
+	}
+	if cur := api(t, a, key, "GET", "/v1/configs/"+id); cur["version"] != float64(2) || cur["name"] != "orig" {
+		t.Fatalf("the refused edit changed the config: %v", cur)
+	}
+
+	// Sent again as shown (the user keeps their values): saved over
+	// version 2.
+	mine.Set("version", version.FindStringSubmatch(page)[1])
+	if resp := doAccepting(t, a, "POST", "/console/webhooks/"+id, cookie, mine, "text/html"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the form sent again: %d, want 303\n%s", resp.StatusCode, body(t, resp))
+	}
+	cur := api(t, a, key, "GET", "/v1/configs/"+id)
+	if cur["version"] != float64(3) || cur["name"] != "mine" || cur["settings"].(map[string]any)["url"] != "https://hooks.example.com/mine" {
+		t.Errorf("after sending again: %v, want version 3 with the user's values", cur)
+	}
+}
