@@ -64,7 +64,8 @@ func browserSignIn(base, key string) chromedp.Action {
 
 // Stored data cannot widen a page, and every view fits a phone's 375 px:
 // a long unbroken webhook name, key name or manifest description wraps,
-// and tables scroll inside their own box.
+// and tables scroll inside their own box; the domain model's tables keep
+// readable columns, and a refused manifest's problems sit beside it.
 func TestBrowserPagesFitTheViewport(t *testing.T) {
 	a := setup(t, app.Config{Addr: "127.0.0.1:0"})
 	base := serve(t, a)
@@ -114,6 +115,88 @@ func TestBrowserPagesFitTheViewport(t *testing.T) {
 			return nil
 		})
 	}
+	// domain checks the domain view at the width: its tables keep
+	// readable columns (at 375 px they were squeezed to the window, a
+	// few letters a line) and scroll inside their box when the window is
+	// narrower; a refused manifest's problems are right beside its box,
+	// in view (they were at the top of the page, above the model).
+	domain := func(width int64) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			if err := emulation.SetDeviceMetricsOverride(width, 800, 1, width < 600).Do(ctx); err != nil {
+				return err
+			}
+			// A name (an entity type, a fact type, a field, a stored
+			// manifest) is one word: broken over lines, its column was
+			// squeezed.
+			var tables []struct {
+				ID           string
+				Names        int
+				Broken       []string
+				Box, Content float64
+			}
+			measure := `["entity-types", "domain-layers"].map(id => {
+				const t = document.getElementById(id), lines = el => {
+					const r = document.createRange();
+					r.selectNodeContents(el);
+					return new Set([...r.getClientRects()].map(c => Math.round(c.bottom))).size;
+				};
+				const names = [...t.querySelectorAll("b, code, tbody td:first-child")].filter(e => e.children.length == 0 && /^\S+$/.test(e.textContent));
+				return {ID: id, Box: t.parentElement.clientWidth, Content: t.parentElement.scrollWidth, Names: names.length,
+					Broken: names.filter(e => lines(e) > 1).map(e => e.textContent)};
+			})`
+			if err := chromedp.Run(ctx, chromedp.Navigate(base+"/console/domain"), chromedp.WaitReady("#entity-types", chromedp.ByID),
+				chromedp.Evaluate(measure, &tables)); err != nil {
+				return err
+			}
+			for _, tb := range tables {
+				if tb.Names == 0 {
+					t.Errorf("#%s shows no names", tb.ID)
+				}
+				if len(tb.Broken) > 0 {
+					t.Errorf("#%s at %d px breaks names over lines: %q", tb.ID, width, tb.Broken)
+				}
+				if width < 600 && tb.Content <= tb.Box {
+					t.Errorf("#%s at %d px does not scroll in its box (%.0f of %.0f px)", tb.ID, width, tb.Content, tb.Box)
+				}
+				if width >= 1280 && tb.Content > tb.Box {
+					t.Errorf("#%s at %d px scrolls (%.0f of %.0f px), want it to fit", tb.ID, width, tb.Content, tb.Box)
+				}
+			}
+			var at struct {
+				ProblemTop, ProblemBottom, BoxTop, View, Page, Window float64
+				Beside, Top                                           bool
+			}
+			bad := "name: more\nversion: \"1\"\nentities:\n  badge: {ledger: nowhere, fields: {}, facts: [issued]}\n"
+			if err := chromedp.Run(ctx, chromedp.SetValue("#layer-name", "more", chromedp.ByID), chromedp.SetValue("#layer-manifest", bad, chromedp.ByID),
+				chromedp.Submit("#domain-layer-form", chromedp.ByID), chromedp.WaitVisible("#manifest-problem, #problem", chromedp.ByQuery),
+				chromedp.Evaluate(`(() => {
+					const p = document.getElementById("manifest-problem"), b = document.getElementById("layer-manifest").getBoundingClientRect();
+					if (!p) return {Top: true};
+					const r = p.getBoundingClientRect();
+					return {Beside: true, ProblemTop: r.top, ProblemBottom: r.bottom, BoxTop: b.top, View: innerHeight, Top: !!document.getElementById("problem"),
+						Page: document.documentElement.scrollWidth, Window: document.documentElement.clientWidth};
+				})()`, &at)); err != nil {
+				return err
+			}
+			if !at.Beside {
+				t.Errorf("at %d px the refused manifest's problems are only at the top of the page", width)
+				return nil
+			}
+			if gap := at.BoxTop - at.ProblemBottom; gap < 0 || gap > 16 {
+				t.Errorf("at %d px the refused manifest's problems end %.0f px from its box, want right beside it", width, gap)
+			}
+			if at.ProblemTop < 0 || at.BoxTop > at.View {
+				t.Errorf("at %d px the refused manifest's problems (top %.0f) and box (top %.0f) are not in the window of %.0f px", width, at.ProblemTop, at.BoxTop, at.View)
+			}
+			if at.Top {
+				t.Errorf("at %d px the refused manifest's problems are shown at the top of the page too", width)
+			}
+			if at.Page > at.Window {
+				t.Errorf("the refused manifest's page at %d px is %.0f px wide", width, at.Page)
+			}
+			return nil
+		})
+	}
 	tenantViews := []string{"/console/webhooks", "/console/webhooks/new", "/console/webhooks/" + cfg["id"].(string) + "/edit",
 		"/console/webhooks/" + cfg["id"].(string) + "/archive", "/console/deliveries", "/console/dead-letters", "/console/keys",
 		"/console/delivery-stats", "/console/projections", "/console/dead-letters/replay-all"}
@@ -122,6 +205,7 @@ func TestBrowserPagesFitTheViewport(t *testing.T) {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			run(t, browserSignIn(base, admin), fits(width, tenantViews...))
 			run(t, browserSignIn(base, operator), fits(width, operatorViews...))
+			run(t, browserSignIn(base, operator), domain(width))
 			run(t, chromedp.ActionFunc(func(ctx context.Context) error {
 				return fits(width, "/console/sign-in").Do(ctx)
 			}))

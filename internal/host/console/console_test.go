@@ -786,6 +786,13 @@ func TestOperatorChangesDomainModel(t *testing.T) {
 	if strings.Contains(page, `"status":422`) {
 		t.Errorf("the page shows the raw problem JSON")
 	}
+	// The problems sit right beside the manifest's box, with the trace
+	// id, not at the top of the page above the model's tables.
+	beside := regexp.MustCompile(`(?s)<div class="problem" role="alert" id="manifest-problem">[^\n]*422 Unprocessable Entity.*?domain/more:4:3.*?Trace id <code>\S+</code></small></div>\n` +
+		`<textarea id="layer-manifest"[^>]* aria-invalid="true" aria-describedby="manifest-problem">`)
+	if !beside.MatchString(page) || strings.Contains(page, `id="problem"`) {
+		t.Errorf("the refused manifest's problems are not right beside its box:\n%s", page)
+	}
 	// The refused manifest stays in the form to be corrected, beside the
 	// model as it is.
 	if !strings.Contains(page, `value="more"`) || !strings.Contains(page, ">\n"+html.EscapeString(bad)+"</textarea>") || !strings.Contains(page, `data-entity-type="claim"`) {

@@ -27,14 +27,19 @@ func (c *Console) putDomainLayer(fc *fiber.Ctx, s *session) error {
 	err := c.call(ctx, s, http.MethodPut, "/v1/admin/domain/"+url.PathEscape(name), "application/yaml", []byte(source), nil)
 	var pe *apiError
 	if errors.As(err, &pe) && (pe.Status == fiber.StatusBadRequest || pe.Status == fiber.StatusConflict || pe.Status == fiber.StatusUnprocessableEntity) {
-		// A refused manifest comes back in its box beside the problems, to
-		// be corrected rather than typed again.
+		// A refused manifest comes back in its box to be corrected rather
+		// than typed again, its problems right beside the box (not at the
+		// top of the page, above the model's tables, a long way from it).
 		var model map[string]any
 		if merr := c.call(ctx, s, http.MethodGet, "/v1/admin/domain", "", nil, &model); merr != nil || model == nil {
 			model = map[string]any{}
 		}
 		model["form"] = domainForm{Name: name, Manifest: source}
-		return c.render(fc, s, pe.Status, "domain", model, pe)
+		if pe.TraceID == "" {
+			pe.TraceID = gateway.RequestID(fc)
+		}
+		model["refused"] = pe
+		return c.render(fc, s, pe.Status, "domain", model, nil)
 	}
 	return c.done(fc, s, "/domain", "Domain manifest "+name+" installed", err)
 }
