@@ -92,6 +92,17 @@ type TrapError struct {
 	// during the call (at most 2 KiB): for a Go guest, the panic message
 	// or the runtime's fatal error.
 	Output string
+	// Memory is the instance's linear memory in bytes when the call
+	// ended, and MemoryCap the most it could have grown to.
+	Memory, MemoryCap uint64
+}
+
+// NearMemoryCap reports whether the instance had grown its memory to
+// within an eighth of its cap. A Go guest that allocates there runs its
+// collector ever more often, so a call stopped by the deadline there was
+// most likely running out of memory rather than computing.
+func (e *TrapError) NearMemoryCap() bool {
+	return e.MemoryCap > 0 && e.Memory >= e.MemoryCap-e.MemoryCap/8
 }
 
 func (e *TrapError) Error() string {
@@ -102,7 +113,12 @@ func (e *TrapError) Error() string {
 	case errors.Is(e.Cause, context.Canceled):
 		what = "canceled"
 	}
-	return fmt.Sprintf("wasm: %s %s %s: %v", e.Plugin, e.Call, what, e.Cause)
+	msg := fmt.Sprintf("wasm: %s %s %s: %v", e.Plugin, e.Call, what, e.Cause)
+	if e.Timeout && e.NearMemoryCap() {
+		msg += fmt.Sprintf(" (with %.1f of its %d MiB of memory in use: most likely running out of memory)",
+			float64(e.Memory)/(1<<20), e.MemoryCap>>20)
+	}
+	return msg
 }
 
 func (e *TrapError) Unwrap() error { return e.Cause }

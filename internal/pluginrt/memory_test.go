@@ -2,6 +2,8 @@ package pluginrt
 
 import (
 	"bytes"
+	"context"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -79,6 +81,33 @@ func TestLinearMemoryAllocators(t *testing.T) {
 			}
 			if m.Reallocate(9*page) != nil {
 				t.Error("grew past the maximum")
+			}
+		})
+	}
+}
+
+// TestTrapErrorNamesAMemoryCapNearlyReached: a call stopped by the
+// deadline with its instance's memory within an eighth of the cap says it
+// was most likely running out of memory (a Go guest's collector runs ever
+// more often there); one stopped with room to spare, or one that trapped,
+// says nothing of memory.
+func TestTrapErrorNamesAMemoryCapNearlyReached(t *testing.T) {
+	const hint = "most likely running out of memory"
+	for _, tc := range []struct {
+		name string
+		err  TrapError
+		want bool
+	}{
+		{"timeout at the cap", TrapError{Timeout: true, Memory: 64 << 20, MemoryCap: 64 << 20}, true},
+		{"timeout an eighth below", TrapError{Timeout: true, Memory: 56 << 20, MemoryCap: 64 << 20}, true},
+		{"timeout with room", TrapError{Timeout: true, Memory: 30 << 20, MemoryCap: 64 << 20}, false},
+		{"trap at the cap", TrapError{Memory: 64 << 20, MemoryCap: 64 << 20}, false},
+		{"no cap known", TrapError{Timeout: true, Memory: 64 << 20}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.err.Plugin, tc.err.Call, tc.err.Cause = "p@1", "decide", context.DeadlineExceeded
+			if got := strings.Contains(tc.err.Error(), hint); got != tc.want {
+				t.Fatalf("%q: says %q %v, want %v", tc.err.Error(), hint, got, tc.want)
 			}
 		})
 	}

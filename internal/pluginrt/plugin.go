@@ -217,6 +217,9 @@ func (p *Plugin) run(ctx context.Context, c call, encode func(*bytes.Buffer) err
 	}
 	trap := p.classify(ctx, c, err, overrun)
 	trap.Output = inst.out.String()
+	if inst.mem != nil {
+		trap.Memory, trap.MemoryCap = uint64(inst.mem.Size()), uint64(p.host.opts.MemoryLimitMiB)<<20
+	}
 	p.replace(inst)
 	switch {
 	case trap.Timeout:

@@ -293,6 +293,14 @@ func (k *kit) observe(what string, d time.Duration, err error) {
 		k.slowest, k.slowestCall = d, fmt.Sprintf("%s (call %d)", what, k.calls)
 	}
 	if isTimeout(err) {
+		var te *pluginrt.TrapError
+		if errors.As(err, &te) && te.MemoryCap > 0 {
+			what += fmt.Sprintf(" (stopped with %s of its %d MiB of memory in use", mib(uint32(te.Memory)), te.MemoryCap>>20)
+			if te.NearMemoryCap() {
+				what += ": most likely running out of memory, which a longer deadline shows as an out-of-memory trap"
+			}
+			what += ")"
+		}
 		k.timeouts = append(k.timeouts, what)
 	}
 }

@@ -86,7 +86,7 @@ func TestBrokenFixtures(t *testing.T) {
 		{"noexport", conformance.CheckExports, "missing export factline_evolve"},
 		{"badabi", conformance.CheckABIVersion, "factline_abi_version returned 2; this kit and the host implement ABI version 1"},
 		{"trap", conformance.CheckMalformedInput, "did not answer with an error reply: factline_decide trapped"},
-		{"loop", conformance.CheckDeadline, `ran past the 1s deadline and were stopped by the host, first decide spin`},
+		{"loop", conformance.CheckDeadline, `ran past the 1s deadline and were stopped by the host, first decide spin (stopped with `},
 		{"hog", conformance.CheckMemory, "memory grew from"},
 		{"nondeterministic", conformance.CheckDeterminism, `decide "stamp" (thing, input {}) answered differently to the same input`},
 		{"bytesdata", conformance.CheckReplay, `command "note" recorded a "noted" fact whose data is not a JSON object: "eyJ0ZXh0IjoiaGkifQ=="`},
