@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -91,6 +92,17 @@ func (s *Server) problemPage(c *fiber.Ctx) func(c *fiber.Ctx, p problem.Body) er
 // cannot be reached is a 503 wherever it surfaced (auth, reads, writes),
 // even when a layer on the way took it for a timeout or an internal error.
 func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
+	// A write whose commit went unanswered may be stored: the answer
+	// must not read as "it failed, send it again".
+	var named *problem.Error
+	if errors.Is(err, store.ErrOutcomeUnknown) && !errors.As(err, &named) {
+		kind := problem.Unavailable
+		if !errors.Is(err, store.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded) {
+			kind = problem.Timeout
+		}
+		return problem.Wrap(kind, "The database did not confirm the write, so it may or may not be stored; "+
+			"check whether it was before sending it again", err)
+	}
 	// A value the store cannot hold is the client's input, whoever
 	// wrapped the store's error on the way.
 	var ie *store.InvalidInputError
@@ -141,6 +153,19 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 			return problem.Wrap(k, "An internal error occurred; quote the trace_id when reporting it", err)
 		}
 		return problem.Wrap(k, fe.Message, err)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// A deadline some layer did not name (claiming an
+		// Idempotency-Key, say) is the request's overrun all the same.
+		return problem.Wrap(problem.Timeout, "The request took too long and was abandoned", err)
+	case errors.Is(err, context.Canceled):
+		// The request's context ends early only when the server stops
+		// (a client that went away reads no answer): the work stopped
+		// before it finished, and a write stopped before its commit is
+		// rolled back (one stopped while committing is in doubt, above).
+		c.Set(fiber.HeaderConnection, "close")
+		return problem.Wrap(problem.Unavailable, "The server is shutting down and stopped this request before it finished; retry", err)
 	}
 	return problem.From(err)
 }

@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -32,6 +33,15 @@ const (
 	// MaxKeyLength bounds the header value.
 	MaxKeyLength = 255
 )
+
+// inDoubt is the status recorded for a key whose operation may or may not
+// have happened (store.ErrOutcomeUnknown); no response has status 0.
+const inDoubt = 0
+
+// inDoubtDetail answers a request whose key is in doubt.
+const inDoubtDetail = "The first request with this Idempotency-Key may or may not have been stored: " +
+	"the database did not confirm its commit. Check whether it was (read the entity, or its facts), " +
+	"and if it was not, send it again with a new key"
 
 // Response is what a first request answered, replayed to repeats.
 type Response struct {
@@ -78,12 +88,20 @@ func (k *Keeper) Stop(ctx context.Context) error {
 // again in the background with a growing pause (at most 5 s) until it
 // succeeds or the Keeper stops.
 func (k *Keeper) settle(ctx context.Context, write func(context.Context) error) {
-	attempt := func() error {
+	k.settleUntil(ctx, time.Time{}, func(c context.Context) (bool, error) { return true, write(c) })
+}
+
+// settleUntil is settle for a write that may succeed without doing what
+// it is for yet (write says whether it did): it is tried again until it
+// does, or until the Keeper's clock passes until (zero: no such bound).
+func (k *Keeper) settleUntil(ctx context.Context, until time.Time, write func(context.Context) (bool, error)) {
+	attempt := func() bool {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		return write(c)
+		done, err := write(c)
+		return err == nil && done || !until.IsZero() && !k.now().Before(until)
 	}
-	if attempt() == nil {
+	if attempt() {
 		return
 	}
 	k.settling.Add(1)
@@ -98,7 +116,7 @@ func (k *Keeper) settle(ctx context.Context, write func(context.Context) error) 
 				return
 			case <-t.C:
 			}
-			if attempt() == nil {
+			if attempt() {
 				return
 			}
 			pause = min(2*pause, 5*time.Second)
@@ -166,13 +184,37 @@ func decodeJSON(body []byte) (any, bool) {
 // returned even when the store cannot record it yet (see settle).
 func (k *Keeper) Do(ctx context.Context, key store.IdemKey, fingerprint string, fn func() (Response, error)) (Response, bool, error) {
 	now := k.now()
-	rec, started, err := k.store.BeginIdempotency(ctx, store.IdemBegin{
+	claim := store.IdemBegin{
 		IdemKey:     key,
 		RequestHash: fingerprint,
 		Now:         now.UnixMilli(),
 		LockedUntil: now.Add(k.lock).UnixMilli(),
 		ExpiresAt:   now.Add(k.ttl).UnixMilli(),
-	})
+	}
+	release := func(c context.Context) error {
+		_, err := k.store.ReleaseIdempotency(c, key, claim.LockedUntil)
+		return err
+	}
+	rec, started, err := k.store.BeginIdempotency(ctx, claim)
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		// The claim's statement went unanswered, so it may be stored (a
+		// connection that failed on the way back, a database that froze
+		// and came back, a commit still waiting for a standby): release
+		// it, or the key would be held for the lock's length for an
+		// operation that never ran. Whether it was stored cannot be
+		// told (a commit not finished is not seen yet), so the release
+		// is tried until it deletes the claim or the lock passes. It
+		// names this claim, so it cannot free another's.
+		k.settleUntil(ctx, time.UnixMilli(claim.LockedUntil), func(c context.Context) (bool, error) {
+			return k.store.ReleaseIdempotency(c, key, claim.LockedUntil)
+		})
+		// Nothing of the request itself ran.
+		kind, detail := problem.Unavailable, "The database did not answer; nothing was written, retry in a few seconds"
+		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrUnavailable) {
+			kind, detail = problem.Timeout, "The request took too long and was abandoned; nothing was written"
+		}
+		return Response{}, false, problem.Wrap(kind, detail, fmt.Errorf("idempotency: begin: %w", err))
+	}
 	if err != nil {
 		return Response{}, false, fmt.Errorf("idempotency: begin: %w", err)
 	}
@@ -182,6 +224,8 @@ func (k *Keeper) Do(ctx context.Context, key store.IdemKey, fingerprint string, 
 			return Response{}, false, problem.New(problem.Unprocessable, "This Idempotency-Key was already used with a different request")
 		case rec.State != store.IdemDone:
 			return Response{}, false, problem.New(problem.Conflict, "A request with this Idempotency-Key is still being processed; retry later")
+		case rec.StatusCode == inDoubt:
+			return Response{}, false, problem.New(problem.Conflict, inDoubtDetail)
 		}
 		resp := Response{Status: rec.StatusCode, Body: rec.Body}
 		if len(rec.Headers) > 0 {
@@ -190,11 +234,18 @@ func (k *Keeper) Do(ctx context.Context, key store.IdemKey, fingerprint string, 
 		return resp, true, nil
 	}
 	resp, err := fn()
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		// The operation may have happened: running it again on a retry
+		// could do it twice, and replaying a failure could hide that it
+		// was done. The key is kept, as in doubt, until it expires.
+		k.settle(ctx, func(c context.Context) error { return k.store.CompleteIdempotency(c, key, inDoubt, nil, nil) })
+		return Response{}, false, err
+	}
 	if err != nil {
 		// The key is released so the client may retry at once; if the
 		// store refuses that too, the release is tried again until it
 		// succeeds (meanwhile a retry is a 409, as for a key in flight).
-		k.settle(ctx, func(c context.Context) error { return k.store.ReleaseIdempotency(c, key) })
+		k.settle(ctx, release)
 		return Response{}, false, err
 	}
 	var headers json.RawMessage

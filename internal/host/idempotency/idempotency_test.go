@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,12 +64,90 @@ func (f *failingOutcomes) CompleteIdempotency(ctx context.Context, k store.IdemK
 	return f.IdempotencyStore.CompleteIdempotency(ctx, k, status, body, headers)
 }
 
-func (f *failingOutcomes) ReleaseIdempotency(ctx context.Context, k store.IdemKey) error {
+func (f *failingOutcomes) ReleaseIdempotency(ctx context.Context, k store.IdemKey, lockedUntil int64) (bool, error) {
 	f.attempts.Add(1)
 	if f.down.Load() {
-		return errDown
+		return false, errDown
 	}
-	return f.IdempotencyStore.ReleaseIdempotency(ctx, k)
+	return f.IdempotencyStore.ReleaseIdempotency(ctx, k, lockedUntil)
+}
+
+// lostClaims is a real store whose claims of a key are stored but
+// answered with an error while lose is set, as when the connection fails
+// after the database committed the claim (the Postgres store then says
+// store.ErrOutcomeUnknown).
+type lostClaims struct {
+	store.IdempotencyStore
+	lose atomic.Bool
+}
+
+func (l *lostClaims) BeginIdempotency(ctx context.Context, b store.IdemBegin) (*store.IdemRecord, bool, error) {
+	rec, claimed, err := l.IdempotencyStore.BeginIdempotency(ctx, b)
+	if err == nil && l.lose.Load() {
+		return nil, false, fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, errDown)
+	}
+	return rec, claimed, err
+}
+
+// A claim whose answer was lost is released, so the key is not held for
+// the lock's minute for an operation that never ran; an operation whose
+// commit went unanswered (store.ErrOutcomeUnknown) may have happened, so
+// its key is kept in doubt: a retry is a 409 that says so and does not
+// run the operation again, now or after the lock would have passed.
+func TestClaimsAndOutcomesInDoubt(t *testing.T) {
+	t.Parallel()
+	for _, backend := range teststore.Backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			st := &lostClaims{IdempotencyStore: teststore.Open(t, backend)}
+			k := idempotency.New(st)
+			t.Cleanup(func() {
+				if err := k.Stop(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+			ctx := context.Background()
+			fp := idempotency.Fingerprint("POST", "/v1/facts", "", []byte(`{"a":1}`))
+			var runs atomic.Int64
+			ok := func() (idempotency.Response, error) {
+				runs.Add(1)
+				return idempotency.Response{Status: 201, Body: []byte(`{}`)}, nil
+			}
+
+			lost := store.IdemKey{TenantID: "t1", Scope: "tenant", Key: "lost-claim"}
+			st.lose.Store(true)
+			_, _, err := k.Do(ctx, lost, fp, ok)
+			var pe *problem.Error
+			if !errors.As(err, &pe) || pe.Kind != problem.Unavailable || !strings.Contains(pe.Detail, "nothing was written") {
+				t.Fatalf("claim with a lost answer: %v, want a 503 saying nothing was written", err)
+			}
+			st.lose.Store(false)
+			if _, replayed, err := k.Do(ctx, lost, fp, ok); err != nil || replayed || runs.Load() != 1 {
+				t.Fatalf("retry after a lost claim: replayed %v, %v, %d runs; want it to run at once", replayed, err, runs.Load())
+			}
+
+			doubt := store.IdemKey{TenantID: "t1", Scope: "tenant", Key: "in-doubt"}
+			unknown := fmt.Errorf("commit: %w: %w", store.ErrOutcomeUnknown, errDown)
+			if _, _, err := k.Do(ctx, doubt, fp, func() (idempotency.Response, error) { return idempotency.Response{}, unknown }); !errors.Is(err, store.ErrOutcomeUnknown) {
+				t.Fatalf("operation in doubt: %v", err)
+			}
+			// A Keeper whose clock is past the claim's lock, as a retry a
+			// few minutes later.
+			later := idempotency.New(st)
+			t.Cleanup(func() { _ = later.Stop(context.Background()) })
+			idempotency.SetNow(later, func() time.Time { return time.Now().Add(2 * idempotency.DefaultLock) })
+			for _, kp := range []*idempotency.Keeper{k, later} {
+				_, _, err := kp.Do(ctx, doubt, fp, ok)
+				var pe *problem.Error
+				if !errors.As(err, &pe) || pe.Kind != problem.Conflict || !strings.Contains(pe.Detail, "may or may not have been stored") {
+					t.Fatalf("retry of an operation in doubt: %v, want a 409 saying it may have been stored", err)
+				}
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("operations ran %d times, want once (the lost claim's retry)", n)
+			}
+		})
+	}
 }
 
 // An operation that succeeded while its record could not be written

@@ -41,6 +41,11 @@ var (
 	// file locked past its timeout). Retrying later may succeed; the cause
 	// stays in the chain.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrOutcomeUnknown: a write's commit was sent and no answer came
+	// back (the connection failed or the deadline passed while
+	// committing), so the write may or may not be stored. It comes with
+	// ErrUnavailable or a timeout in the chain.
+	ErrOutcomeUnknown = errors.New("the commit's outcome is unknown")
 
 	// ErrSecretKeyMismatch: the database's webhook secrets are encrypted
 	// with another key than the one given.
@@ -406,8 +411,11 @@ type IdempotencyStore interface {
 	// CompleteIdempotency stores the response and marks the record done.
 	CompleteIdempotency(ctx context.Context, k IdemKey, status int, body []byte, headers json.RawMessage) error
 	// ReleaseIdempotency deletes an in-flight record so the key can be
-	// retried (used when the operation failed without a stored response).
-	ReleaseIdempotency(ctx context.Context, k IdemKey) error
+	// retried (used when the operation failed without a stored response),
+	// if it is still the claim that set lockedUntil: a claim taken over
+	// after its lock passed is the new claimant's. It reports whether it
+	// deleted the record.
+	ReleaseIdempotency(ctx context.Context, k IdemKey, lockedUntil int64) (bool, error)
 	// PurgeIdempotency deletes records expired at now and returns how many.
 	PurgeIdempotency(ctx context.Context, now int64) (int64, error)
 }

@@ -39,7 +39,13 @@ func (s *Store) BeginIdempotency(ctx context.Context, b store.IdemBegin) (*store
 			return nil, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, fmt.Errorf("postgres: begin idempotency: %w", interpretError(err))
+			err = interpretError(err)
+			if commitUnconfirmed(err) {
+				// The claim's statement was sent and not answered: it
+				// may be stored.
+				err = fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
+			}
+			return nil, false, fmt.Errorf("postgres: begin idempotency: %w", err)
 		}
 		rec, err := s.getIdem(ctx, b.IdemKey)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -85,15 +91,17 @@ WHERE tenant_id = $5 AND scope = $6 AND key = $7`, store.IdemDone, status, body,
 	return nil
 }
 
-// ReleaseIdempotency deletes the record if it is still in flight; a
+// ReleaseIdempotency deletes the record if it is still in flight under the
+// claim that set lockedUntil; a claim taken over since, a
 // completed or missing record is left alone.
-func (s *Store) ReleaseIdempotency(ctx context.Context, k store.IdemKey) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM idempotency WHERE tenant_id = $1 AND scope = $2 AND key = $3 AND state = $4`,
-		k.TenantID, k.Scope, k.Key, store.IdemInFlight)
+func (s *Store) ReleaseIdempotency(ctx context.Context, k store.IdemKey, lockedUntil int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency WHERE tenant_id = $1 AND scope = $2 AND key = $3 AND state = $4
+AND locked_until = $5`,
+		k.TenantID, k.Scope, k.Key, store.IdemInFlight, lockedUntil)
 	if err != nil {
-		return fmt.Errorf("postgres: release idempotency: %w", err)
+		return false, fmt.Errorf("postgres: release idempotency: %w", err)
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
 }
 
 // PurgeIdempotency deletes the records expired at now.

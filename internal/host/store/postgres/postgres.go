@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/factline/factline/internal/host/store"
@@ -267,9 +268,22 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return s.guard.classify(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", s.guard.classify(err))
+		err = s.guard.classify(err)
+		if commitUnconfirmed(err) {
+			err = fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
+		}
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// commitUnconfirmed reports whether a failed COMMIT may have committed
+// all the same: it was sent (pgconn.SafeToRetry says a request was not)
+// and no answer came back. A server's error answer (a PgError) means the
+// transaction was rolled back.
+func commitUnconfirmed(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
 }
 
 // Helpers for optional columns: empty strings and absent JSON are stored as

@@ -85,18 +85,25 @@ WHERE tenant_id = ? AND scope = ? AND key = ?`, store.IdemDone, status, body, nu
 	return nil
 }
 
-// ReleaseIdempotency deletes the record if it is still in flight; a
+// ReleaseIdempotency deletes the record if it is still in flight under the
+// claim that set lockedUntil; a claim taken over since, a
 // completed or missing record is left alone.
-func (s *Store) ReleaseIdempotency(ctx context.Context, k store.IdemKey) error {
+func (s *Store) ReleaseIdempotency(ctx context.Context, k store.IdemKey, lockedUntil int64) (bool, error) {
+	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE tenant_id = ? AND scope = ? AND key = ? AND state = ?`,
-			k.TenantID, k.Scope, k.Key, store.IdemInFlight)
+		res, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE tenant_id = ? AND scope = ? AND key = ? AND state = ?
+AND locked_until = ?`,
+			k.TenantID, k.Scope, k.Key, store.IdemInFlight, lockedUntil)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: release idempotency: %w", err)
+		return false, fmt.Errorf("sqlite: release idempotency: %w", err)
 	}
-	return nil
+	return n > 0, nil
 }
 
 // PurgeIdempotency deletes the records expired at now.

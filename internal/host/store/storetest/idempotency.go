@@ -186,13 +186,35 @@ func testIdemRelease(t *testing.T, open Factory) {
 	ctx := t.Context()
 	key := store.IdemKey{TenantID: "tnt_a", Scope: "POST /v1/entities", Key: "k-1"}
 
-	mustBegin(t, s, begin(key, "h1", t0), true)
-	noErr(t, s.ReleaseIdempotency(ctx, key), "ReleaseIdempotency")
+	first := begin(key, "h1", t0)
+	mustBegin(t, s, first, true)
+	// A release naming another claim (one that has since been taken over)
+	// leaves the record.
+	release := func(lockedUntil int64, want bool, what string) {
+		t.Helper()
+		released, err := s.ReleaseIdempotency(ctx, key, lockedUntil)
+		noErr(t, err, what)
+		if released != want {
+			t.Errorf("%s: released %v, want %v", what, released, want)
+		}
+	}
+	release(first.LockedUntil+1, false, "ReleaseIdempotency of another claim")
+	mustBegin(t, s, begin(key, "h1", t0+1), false)
+	release(first.LockedUntil, true, "ReleaseIdempotency")
 	// Released: the key is free again at once, well before LockedUntil.
-	mustBegin(t, s, begin(key, "h2", t0+1), true)
+	second := begin(key, "h2", t0+1)
+	mustBegin(t, s, second, true)
 	rec := mustBegin(t, s, begin(key, "h2", t0+2), false)
 	if rec.RequestHash != "h2" || rec.State != store.IdemInFlight {
 		t.Errorf("record after release and begin: %+v", rec)
+	}
+	// A claim taken over after its lock passed: the first claimant's late
+	// release leaves the new claim alone.
+	third := begin(key, "h2", second.LockedUntil)
+	mustBegin(t, s, third, true)
+	release(second.LockedUntil, false, "late ReleaseIdempotency of a taken-over claim")
+	if rec := mustBegin(t, s, begin(key, "h2", third.Now+1), false); rec.State != store.IdemInFlight || rec.LockedUntil != third.LockedUntil {
+		t.Errorf("the new claim after the old claimant's release: %+v", rec)
 	}
 }
 

@@ -114,7 +114,9 @@ func testIsolationIdempotency(t *testing.T, open Factory) {
 	if rec.State != store.IdemInFlight || rec.RequestHash != "ha" || len(rec.Body) != 0 {
 		t.Errorf("tnt_a record changed by tnt_b: %+v", rec)
 	}
-	noErr(t, s.ReleaseIdempotency(ctx, keyA), "ReleaseIdempotency tnt_a")
+	if _, err := s.ReleaseIdempotency(ctx, keyA, t0+idemLock); err != nil {
+		t.Fatalf("ReleaseIdempotency tnt_a: %v", err)
+	}
 	rec = mustBegin(t, s, begin(keyB, "hb", t0+2), false)
 	if rec.State != store.IdemDone || string(rec.Body) != "b" {
 		t.Errorf("tnt_b record changed by tnt_a's release: %+v", rec)
