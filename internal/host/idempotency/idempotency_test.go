@@ -46,6 +46,18 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
+// newKeeper is a Keeper on st, stopped when the test ends.
+func newKeeper(t *testing.T, st store.IdempotencyStore) *idempotency.Keeper {
+	t.Helper()
+	k := idempotency.New(st)
+	t.Cleanup(func() {
+		if err := k.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return k
+}
+
 // failingOutcomes is a real store whose writes of an idempotency
 // record's outcome fail, as with the database down, until healed.
 type failingOutcomes struct {
@@ -100,12 +112,7 @@ func TestClaimsAndOutcomesInDoubt(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			st := &lostClaims{IdempotencyStore: teststore.Open(t, backend)}
-			k := idempotency.New(st)
-			t.Cleanup(func() {
-				if err := k.Stop(context.Background()); err != nil {
-					t.Error(err)
-				}
-			})
+			k := newKeeper(t, st)
 			ctx := context.Background()
 			fp := idempotency.Fingerprint("POST", "/v1/facts", "", []byte(`{"a":1}`))
 			var runs atomic.Int64
@@ -133,8 +140,7 @@ func TestClaimsAndOutcomesInDoubt(t *testing.T) {
 			}
 			// A Keeper whose clock is past the claim's lock, as a retry a
 			// few minutes later.
-			later := idempotency.New(st)
-			t.Cleanup(func() { _ = later.Stop(context.Background()) })
+			later := newKeeper(t, st)
 			idempotency.SetNow(later, func() time.Time { return time.Now().Add(2 * idempotency.DefaultLock) })
 			for _, kp := range []*idempotency.Keeper{k, later} {
 				_, _, err := kp.Do(ctx, doubt, fp, ok)
@@ -162,12 +168,7 @@ func TestOutcomesTheStoreRefusedAreWrittenLater(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			st := &failingOutcomes{IdempotencyStore: teststore.Open(t, backend)}
-			k := idempotency.New(st)
-			t.Cleanup(func() {
-				if err := k.Stop(context.Background()); err != nil {
-					t.Error(err)
-				}
-			})
+			k := newKeeper(t, st)
 			ctx := context.Background()
 			key := store.IdemKey{TenantID: "t1", Scope: "tenant", Key: "k1"}
 			fp := idempotency.Fingerprint("POST", "/v1/facts", "", []byte(`{"a":1}`))
