@@ -159,11 +159,13 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 		// A deadline some layer did not name (claiming an
 		// Idempotency-Key, say) is the request's overrun all the same.
 		return problem.Wrap(problem.Timeout, "The request took too long and was abandoned", err)
-	case errors.Is(err, context.Canceled):
-		// The request's context ends early only when the server stops
-		// (a client that went away reads no answer): the work stopped
-		// before it finished, and a write stopped before its commit is
-		// rolled back (one stopped while committing is in doubt, above).
+	case errors.Is(err, context.Canceled) && ctx(c).Err() != nil:
+		// The request's own context ends early only when the server
+		// stops (a client that went away reads no answer): the work
+		// stopped before it finished, and a write stopped before its
+		// commit is rolled back (one stopped while committing is in
+		// doubt, above). A cancellation from elsewhere (a store being
+		// closed) stays an internal error.
 		c.Set(fiber.HeaderConnection, "close")
 		return problem.Wrap(problem.Unavailable, "The server is shutting down and stopped this request before it finished; retry", err)
 	}

@@ -27,20 +27,27 @@ func TestDeadlinesShutdownsAndCommitsInDoubt(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		err       error
+		stopped   bool // the request's own context was cancelled
 		status    int
 		detail    string
 		closeConn bool
 	}{
-		{"deadline", fmt.Errorf("idempotency: begin: %w", context.DeadlineExceeded), http.StatusGatewayTimeout, "took too long", false},
-		{"canceled", fmt.Errorf("update entity: %w", context.Canceled), http.StatusServiceUnavailable, "shutting down", true},
-		{"outage", fmt.Errorf("x: %w", store.ErrUnavailable), http.StatusServiceUnavailable, "retry in a few seconds", false},
-		{"commit in doubt, database down", unknown(store.ErrUnavailable), http.StatusServiceUnavailable, "may or may not be stored", false},
-		{"commit in doubt, deadline", unknown(context.DeadlineExceeded), http.StatusGatewayTimeout, "may or may not be stored", false},
-		{"other", errors.New("boom"), http.StatusInternalServerError, "internal error", false},
+		{"deadline", fmt.Errorf("idempotency: begin: %w", context.DeadlineExceeded), false, http.StatusGatewayTimeout, "took too long", false},
+		{"stopped by a shutdown", fmt.Errorf("update entity: %w", context.Canceled), true, http.StatusServiceUnavailable, "shutting down", true},
+		{"cancelled elsewhere (a closed pool)", fmt.Errorf("get fact: %w", context.Canceled), false, http.StatusInternalServerError, "internal error", false},
+		{"outage", fmt.Errorf("x: %w", store.ErrUnavailable), false, http.StatusServiceUnavailable, "retry in a few seconds", false},
+		{"commit in doubt, database down", unknown(store.ErrUnavailable), false, http.StatusServiceUnavailable, "may or may not be stored", false},
+		{"commit in doubt, deadline", unknown(context.DeadlineExceeded), false, http.StatusGatewayTimeout, "may or may not be stored", false},
+		{"other", errors.New("boom"), false, http.StatusInternalServerError, "internal error", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := s.app.AcquireCtx(&fasthttp.RequestCtx{})
 			defer s.app.ReleaseCtx(c)
+			if tc.stopped {
+				stopped, cancel := context.WithCancel(context.Background())
+				cancel()
+				c.SetUserContext(stopped)
+			}
 			pe := s.toProblem(c, tc.err)
 			if pe.Kind.Status != tc.status || !strings.Contains(pe.Detail, tc.detail) {
 				t.Fatalf("%d %q, want %d containing %q", pe.Kind.Status, pe.Detail, tc.status, tc.detail)
