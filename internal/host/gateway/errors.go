@@ -117,6 +117,9 @@ func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 		if found && pe.Kind == problem.Unavailable {
 			return pe
 		}
+		if errors.Is(err, store.ErrReadOnly) {
+			return problem.Wrap(problem.Unavailable, "The database takes no writes now; retry in a few seconds", err)
+		}
 		return problem.Wrap(problem.Unavailable, "The database is not answering; retry in a few seconds", err)
 	}
 	if found {

@@ -36,6 +36,7 @@ func TestDeadlinesShutdownsAndCommitsInDoubt(t *testing.T) {
 		{"stopped by a shutdown", fmt.Errorf("update entity: %w", context.Canceled), true, http.StatusServiceUnavailable, "shutting down", true},
 		{"cancelled elsewhere (a closed pool)", fmt.Errorf("get fact: %w", context.Canceled), false, http.StatusInternalServerError, "internal error", false},
 		{"outage", fmt.Errorf("x: %w", store.ErrUnavailable), false, http.StatusServiceUnavailable, "retry in a few seconds", false},
+		{"read-only database", fmt.Errorf("x: %w: %w", store.ErrUnavailable, store.ErrReadOnly), false, http.StatusServiceUnavailable, "takes no writes now", false},
 		{"commit in doubt, database down", unknown(store.ErrUnavailable), false, http.StatusServiceUnavailable, "may or may not be stored", false},
 		{"commit in doubt, deadline", unknown(context.DeadlineExceeded), false, http.StatusGatewayTimeout, "may or may not be stored", false},
 		{"other", errors.New("boom"), false, http.StatusInternalServerError, "internal error", false},

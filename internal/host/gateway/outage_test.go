@@ -1,10 +1,14 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
@@ -82,4 +86,101 @@ func TestDatabaseOutageIsServiceUnavailable(t *testing.T) {
 	if v := ent["version"]; v != json.Number("3") {
 		t.Errorf("entity version %v, want 3", v)
 	}
+}
+
+// TestDatabaseThatTakesNoWritesIsServiceUnavailable: a database that
+// answers but takes no writes (read-only after a failover, commits
+// waiting for a standby that is gone) is a 503 for writes, with reads
+// still served, and /health names the database; before, writes were a
+// 500 and /health stayed green.
+func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
+	t.Parallel()
+	url := testutil.Postgres(t)
+	h := setupOn(t, teststore.OpenAt(t, "postgres", url))
+	t.Cleanup(func() { h.store.Close() })
+	admin, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := admin.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var db string
+	if err := admin.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	// Settings of the database reach new sessions only: end the store's.
+	reconnect := func() {
+		exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	}
+	// Ending its sessions also ends the stall guard's, which reports the
+	// database down until it connects again (a second at most).
+	eventually := func(method, path, key string, body any, status int, contains string) {
+		t.Helper()
+		testutil.EventuallyNil(t, 30*time.Second, func() error {
+			r := h.req(method, path, key, body)
+			if r.status != status || !strings.Contains(string(r.raw), contains) {
+				return fmt.Errorf("%s %s: %d %s", method, path, r.status, r.raw)
+			}
+			return nil
+		})
+	}
+
+	id := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	deposit := map[string]any{"entity_id": id, "type": "deposit", "subtype": "manual", "data": map[string]any{"amount": 0.1}}
+
+	t.Run("read-only", func(t *testing.T) {
+		exec(`ALTER DATABASE "` + db + `" SET default_transaction_read_only = on`)
+		reconnect()
+		testutil.EventuallyNil(t, 30*time.Second, func() error {
+			r := h.req("POST", "/v1/facts", h.keyA, deposit)
+			if r.status == 201 {
+				t.Fatalf("a read-only database stored a fact: %s", r.raw)
+			}
+			if r.status != 503 || !strings.Contains(string(r.raw), "takes no writes now") {
+				return fmt.Errorf("append: %d %s", r.status, r.raw)
+			}
+			return nil
+		})
+		eventually("GET", "/v1/entities/"+id+"/facts", h.keyA, nil, 200, "")
+		h.req("GET", "/health", "", nil).wantProblem(t, 503, "unavailable", "Service Unavailable", "Unhealthy: [store]; down: database")
+
+		exec(`ALTER DATABASE "` + db + `" RESET default_transaction_read_only`)
+		reconnect()
+		eventually("POST", "/v1/facts", h.keyA, deposit, 201, "")
+		eventually("GET", "/health", "", nil, 200, `"database":"up"`)
+	})
+
+	t.Run("commits wait for a standby that is gone", func(t *testing.T) {
+		// The server's other databases commit without waiting
+		// (synchronous_commit=off, testutil), so only this one stalls.
+		exec(`ALTER SYSTEM SET synchronous_standby_names = 'factline_gone'`)
+		t.Cleanup(func() {
+			exec(`ALTER SYSTEM RESET synchronous_standby_names`)
+			exec(`SELECT pg_reload_conf()`)
+		})
+		exec(`SELECT pg_reload_conf()`)
+		exec(`ALTER DATABASE "` + db + `" SET synchronous_commit = on`)
+		reconnect()
+		// Reads are served once the store has its sessions back (so the
+		// stall guard is up again); the check must fail then, once the
+		// last probe's answer (a second at most) has aged out, and
+		// promptly.
+		eventually("GET", "/v1/entities/"+id+"/facts", h.keyA, nil, 200, "")
+		testutil.EventuallyNil(t, 30*time.Second, func() error {
+			start := time.Now()
+			r := h.req("GET", "/health", "", nil)
+			if took := time.Since(start); took > 3*time.Second {
+				t.Fatalf("/health answered after %v", took)
+			}
+			if r.status != 503 || !strings.Contains(string(r.raw), "down: database") {
+				return fmt.Errorf("health: %d %s", r.status, r.raw)
+			}
+			return nil
+		})
+	})
 }

@@ -41,6 +41,10 @@ var (
 	// file locked past its timeout). Retrying later may succeed; the cause
 	// stays in the chain.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrReadOnly: the database answers but takes no writes now (a
+	// standby after a failover, default_transaction_read_only, a disk
+	// full or out of space). It comes with ErrUnavailable in the chain.
+	ErrReadOnly = errors.New("the database takes no writes")
 	// ErrOutcomeUnknown: a write's commit was sent and no answer came
 	// back (the connection failed or the deadline passed while
 	// committing), so the write may or may not be stored. It comes with
@@ -293,7 +297,7 @@ type Store interface {
 	DomainUsageStore
 	SessionStore
 
-	// Ping checks that the backing database answers.
+	// Ping checks that the backing database answers and takes writes.
 	Ping(ctx context.Context) error
 	// Backend names the implementation: "postgres" or "sqlite".
 	Backend() string

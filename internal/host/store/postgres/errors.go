@@ -25,6 +25,15 @@ const (
 	codeAdminShutdown        = "57P01"
 	codeCrashShutdown        = "57P02"
 	codeCannotConnectNow     = "57P03"
+	// A server that cannot do the work now: class 53 is insufficient
+	// resources (a full disk, out of memory, too many connections), class
+	// 58 its own I/O failing. A write in a read-only transaction (a standby
+	// after a failover, default_transaction_read_only) and a full disk are
+	// a database that takes no writes now.
+	classInsufficientResources = "53"
+	classSystemError           = "58"
+	codeReadOnlyTransaction    = "25006"
+	codeDiskFull               = "53100"
 )
 
 // interpretError maps driver errors to the store's sentinel errors. It is the
@@ -57,14 +66,25 @@ func interpretError(err error) error {
 // leaving pgx.ErrNoRows for the callers that branch on it.
 func markUnavailable(err error) error {
 	if err != nil && unavailable(err) {
+		if readOnly(err) {
+			return fmt.Errorf("%w: %w: %w", store.ErrUnavailable, store.ErrReadOnly, err)
+		}
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }
 
+// readOnly reports whether err is the server refusing a write it cannot
+// take now, rather than one it cannot be reached for.
+func readOnly(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == codeReadOnlyTransaction || pgErr.Code == codeDiskFull)
+}
+
 // unavailable reports whether err says the database cannot be reached now,
 // as opposed to refusing this statement: a failed connect (refused, reset,
-// timed out), a connection lost mid-use, or a server shutting down. A
+// timed out), a connection lost mid-use, a server shutting down or short
+// of resources, or one that takes no writes now (readOnly). A
 // deadline that ran out on a working connection is not one; it stays a
 // timeout.
 func unavailable(err error) bool {
@@ -78,7 +98,9 @@ func unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return strings.HasPrefix(pgErr.Code, classConnectionException) ||
-			pgErr.Code == codeAdminShutdown || pgErr.Code == codeCrashShutdown || pgErr.Code == codeCannotConnectNow
+			pgErr.Code == codeAdminShutdown || pgErr.Code == codeCrashShutdown || pgErr.Code == codeCannotConnectNow ||
+			strings.HasPrefix(pgErr.Code, classInsufficientResources) || strings.HasPrefix(pgErr.Code, classSystemError) ||
+			readOnly(err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false

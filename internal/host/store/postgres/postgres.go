@@ -92,6 +92,7 @@ type Store struct {
 	facts  *listener
 	reads  *entityReads // GetEntity calls gathered into statements
 	guard  *stallGuard
+	writes writeProbe // Ping's check that writes are taken
 
 	closeOnce sync.Once
 }
@@ -231,10 +232,13 @@ func (s *Store) MaxConns() int32 { return s.pool.Config().MaxConns }
 // Backend returns "postgres".
 func (s *Store) Backend() string { return "postgres" }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers and takes writes (writeProbe).
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	if err := s.probeWrites(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
 	return nil
 }
