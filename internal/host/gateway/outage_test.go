@@ -96,7 +96,14 @@ func TestDatabaseOutageIsServiceUnavailable(t *testing.T) {
 func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 	t.Parallel()
 	url := testutil.Postgres(t)
-	h := setupOn(t, teststore.OpenAt(t, "postgres", url))
+	// The server commits without waiting (synchronous_commit=off,
+	// testutil); the store's sessions wait as a production server's do,
+	// so a synchronous standby named later holds their commits.
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	h := setupOn(t, teststore.OpenAt(t, "postgres", url+sep+"synchronous_commit=on"))
 	t.Cleanup(func() { h.store.Close() })
 	admin, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -147,7 +154,7 @@ func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 			return nil
 		})
 		eventually("GET", "/v1/entities/"+id+"/facts", h.keyA, nil, 200, "")
-		h.req("GET", "/health", "", nil).wantProblem(t, 503, "unavailable", "Service Unavailable", "Unhealthy: [store]; down: database")
+		eventually("GET", "/health", "", nil, 503, "Unhealthy: [store]; down: database")
 
 		exec(`ALTER DATABASE "` + db + `" RESET default_transaction_read_only`)
 		reconnect()
@@ -156,21 +163,18 @@ func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 	})
 
 	t.Run("commits wait for a standby that is gone", func(t *testing.T) {
-		// The server's other databases commit without waiting
-		// (synchronous_commit=off, testutil), so only this one stalls.
+		// Only the store's sessions wait (synchronous_commit=on above);
+		// the server's other databases commit without waiting.
 		exec(`ALTER SYSTEM SET synchronous_standby_names = 'factline_gone'`)
 		t.Cleanup(func() {
 			exec(`ALTER SYSTEM RESET synchronous_standby_names`)
 			exec(`SELECT pg_reload_conf()`)
 		})
 		exec(`SELECT pg_reload_conf()`)
-		exec(`ALTER DATABASE "` + db + `" SET synchronous_commit = on`)
-		reconnect()
-		// Reads are served once the store has its sessions back (so the
-		// stall guard is up again); the check must fail then, once the
-		// last probe's answer (a second at most) has aged out, and
-		// promptly.
 		eventually("GET", "/v1/entities/"+id+"/facts", h.keyA, nil, 200, "")
+		// Reads are served; the check fails once the setting has reached
+		// the server's processes and the last probe's answer (a second at
+		// most) has aged out, and it answers promptly.
 		testutil.EventuallyNil(t, 30*time.Second, func() error {
 			start := time.Now()
 			r := h.req("GET", "/health", "", nil)
@@ -182,5 +186,6 @@ func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 			}
 			return nil
 		})
+		eventually("GET", "/v1/entities/"+id+"/facts", h.keyA, nil, 200, "")
 	})
 }
