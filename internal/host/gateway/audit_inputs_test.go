@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"mime"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/factline/factline/internal/host/gateway"
 	"github.com/factline/factline/internal/host/openapi"
 	"github.com/factline/factline/internal/host/problem"
+	"github.com/factline/factline/internal/host/store"
 )
 
 // TestMountedReadsCheckTheirQuery: a mounted GET endpoint (the webhook,
@@ -241,5 +243,15 @@ func TestIndexedNumbersAreExact(t *testing.T) {
 				t.Errorf("%s: %d items, want %d", tc.q, n, tc.want)
 			}
 		}
+		// A value stored before the rule does not block a change to
+		// another field; setting it again is held to the rule.
+		legacy := str(h.req("POST", "/v1/tickets", h.keyA, `{"data":{"subject":"legacy","priority":2}}`).wantStatus(t, 201).data()["id"])
+		if _, err := h.store.UpdateEntity(t.Context(), store.EntityUpdate{TenantID: "tenant-a", ID: legacy, ExpectedVersion: 1,
+			Data: json.RawMessage(`{"subject":"legacy","status":"open","priority":9007199254740993}`), UpdatedAt: 1}); err != nil {
+			t.Fatal(err)
+		}
+		h.req("PATCH", "/v1/entities/"+legacy, h.keyA, `{"version":2,"subject":"renamed"}`).wantStatus(t, 200)
+		h.req("PATCH", "/v1/entities/"+legacy, h.keyA, `{"version":3,"priority":9007199254740993}`).
+			wantFieldError(t, "priority", "range", "would be indexed as 9007199254740992")
 	})
 }

@@ -93,9 +93,10 @@ func (s *Server) problemPage(c *fiber.Ctx) func(c *fiber.Ctx, p problem.Body) er
 // even when a layer on the way took it for a timeout or an internal error.
 func (s *Server) toProblem(c *fiber.Ctx, err error) *problem.Error {
 	// A write whose commit went unanswered may be stored: the answer
-	// must not read as "it failed, send it again".
+	// must not read as "it failed, send it again", also when a layer on
+	// the way named it a timeout or an outage.
 	var named *problem.Error
-	if errors.Is(err, store.ErrOutcomeUnknown) && !errors.As(err, &named) {
+	if errors.Is(err, store.ErrOutcomeUnknown) && (!errors.As(err, &named) || named.Kind.Status >= 500) {
 		kind := problem.Unavailable
 		if !errors.Is(err, store.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded) {
 			kind = problem.Timeout

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/factline/factline/internal/host/problem"
 	"github.com/factline/factline/internal/host/store"
 )
 
@@ -39,6 +40,7 @@ func TestDeadlinesShutdownsAndCommitsInDoubt(t *testing.T) {
 		{"read-only database", fmt.Errorf("x: %w: %w", store.ErrUnavailable, store.ErrReadOnly), false, http.StatusServiceUnavailable, "takes no writes now", false},
 		{"commit in doubt, database down", unknown(store.ErrUnavailable), false, http.StatusServiceUnavailable, "may or may not be stored", false},
 		{"commit in doubt, deadline", unknown(context.DeadlineExceeded), false, http.StatusGatewayTimeout, "may or may not be stored", false},
+		{"commit in doubt, named a timeout on the way", problem.Wrap(problem.Timeout, "The request took too long and was abandoned", unknown(context.DeadlineExceeded)), false, http.StatusGatewayTimeout, "may or may not be stored", false},
 		{"other", errors.New("boom"), false, http.StatusInternalServerError, "internal error", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

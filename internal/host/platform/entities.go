@@ -93,7 +93,7 @@ func (s *Service) EntityInputErrors(in CreateEntityInput) ([]problem.FieldError,
 	if in.ID != "" && !clientIDRe.MatchString(in.ID) {
 		errs = append(errs, problem.FieldError{Field: "id", Code: problem.CodeFormat, Message: "id must be 1-128 characters of letters, digits and _ . : - starting with a letter or digit"})
 	}
-	return append(errs, validateFields(t, in.Fields, "", false)...), nil
+	return append(errs, validateFields(t, in.Fields, "", false, nil)...), nil
 }
 
 // Read says whether an entity read may be served from the entity cache.
@@ -218,7 +218,7 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 		return nil, storeErr("decode stored entity", err)
 	}
 	mergePatch(fields, in.Patch)
-	if errs := validateFields(t, fields, "", false); len(errs) > 0 {
+	if errs := validateFields(t, fields, "", false, orEmpty(in.Patch)); len(errs) > 0 {
 		return nil, problem.Validation(errs)
 	}
 	u := store.EntityUpdate{
@@ -390,4 +390,12 @@ func DecodeCursor(c string) (string, error) {
 		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
 	}
 	return string(b[2:]), nil
+}
+
+// orEmpty is m, or an empty map for nil: a patch that sets no field.
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }

@@ -36,8 +36,11 @@ func DecodeObject(raw []byte) (map[string]any, error) {
 
 // validateFields checks entity data against the type's field declarations.
 // partial skips the required check (for patches). Undeclared fields are
-// allowed: the contract lets entities carry extra domain fields.
-func validateFields(t *manifest.EntityType, data map[string]any, prefix string, partial bool) []problem.FieldError {
+// allowed: the contract lets entities carry extra domain fields. written
+// says which fields the write sets (nil: all): a number kept in an index
+// slot must be one a double holds exactly only when the write sets it, so
+// a value stored before that rule does not block a change to other fields.
+func validateFields(t *manifest.EntityType, data map[string]any, prefix string, partial bool, written map[string]any) []problem.FieldError {
 	var errs []problem.FieldError
 	for _, f := range t.Fields {
 		v, present := data[f.Name]
@@ -58,7 +61,8 @@ func validateFields(t *manifest.EntityType, data map[string]any, prefix string, 
 			errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: fmt.Sprintf("%s is kept in an index slot, so it must be at most %d bytes (got %d)", name, MaxSlotLength, len(s))})
 			continue
 		}
-		if n, ok := v.(json.Number); ok && numberSlot(f) {
+		_, set := written[f.Name]
+		if n, ok := v.(json.Number); ok && numberSlot(f) && (written == nil || set) {
 			if indexed, exact := indexedExactly(string(n)); !exact {
 				errs = append(errs, problem.FieldError{Field: name, Code: problem.CodeRange, Message: notIndexable(name, string(n), indexed)})
 				continue

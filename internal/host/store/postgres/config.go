@@ -45,7 +45,7 @@ func (s *Store) CreateConfig(ctx context.Context, c *store.Config) error {
 	}
 	c.Version = 1
 	if _, err := s.pool.Exec(ctx, insertConfig, insertConfigArgs(c)...); err != nil {
-		return fmt.Errorf("postgres: create config %s: %w", c.ID, interpretError(err))
+		return fmt.Errorf("postgres: create config %s: %w", c.ID, inDoubt(interpretError(err)))
 	}
 	return nil
 }

@@ -296,7 +296,7 @@ func (s *Store) CreateEntity(ctx context.Context, e *store.Entity) error {
 	args = append(args, slotArgs(e.Slots)...)
 	args = append(args, e.CreatedAt, e.UpdatedAt)
 	if _, err := s.pool.Exec(ctx, insertEntity, args...); err != nil {
-		return fmt.Errorf("postgres: create entity %s: %w", e.ID, interpretError(err))
+		return fmt.Errorf("postgres: create entity %s: %w", e.ID, inDoubt(interpretError(err)))
 	}
 	e.Version = 1
 	return nil
@@ -333,6 +333,8 @@ func (s *Store) UpdateEntity(ctx context.Context, u store.EntityUpdate) (*store.
 	e, err := s.queryEntity(ctx, updateEntity, args...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = s.entityMissOrConflict(ctx, u.TenantID, u.ID)
+	} else {
+		err = inDoubt(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: update entity %s: %w", u.ID, interpretError(err))
@@ -404,7 +406,7 @@ func (s *Store) SetEntityState(ctx context.Context, tenantID, id string, state j
 		return fmt.Errorf("postgres: set entity state: %w", err)
 	}
 	var changed int64
-	err := s.pool.QueryRow(ctx, setEntityState, nullJSON(state), tenantID, id).Scan(&changed)
+	err := inDoubt(s.pool.QueryRow(ctx, setEntityState, nullJSON(state), tenantID, id).Scan(&changed))
 	if err == nil && changed == 0 {
 		err = store.ErrNotFound
 	}

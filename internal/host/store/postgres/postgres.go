@@ -281,13 +281,40 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return nil
 }
 
-// commitUnconfirmed reports whether a failed COMMIT may have committed
-// all the same: it was sent (pgconn.SafeToRetry says a request was not)
-// and no answer came back. A server's error answer (a PgError) means the
-// transaction was rolled back.
+// commitUnconfirmed reports whether a failed COMMIT, or a statement that
+// commits by itself, may have committed all the same. Only three failures
+// say it did not: the server's error answer of severity ERROR (the
+// transaction was rolled back), a connection that could not be made, and
+// a context that ended before the request was sent. pgconn.SafeToRetry
+// alone does not: a connection lost while the answer was read reports
+// "conn closed" as safe to retry, though the request went out. A FATAL
+// answer ends a session that may have committed (one terminated while it
+// waited for a synchronous standby has committed locally).
 func commitUnconfirmed(err error) bool {
 	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev == "FATAL" || sev == "PANIC"
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return false
+	}
+	notSent := pgconn.SafeToRetry(err) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	return !notSent
+}
+
+// inDoubt marks err, the failure of a write that commits by itself (one
+// statement, no transaction), with store.ErrOutcomeUnknown when the write
+// may be stored all the same (commitUnconfirmed).
+func inDoubt(err error) error {
+	if err == nil || errors.Is(err, pgx.ErrNoRows) || !commitUnconfirmed(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
 }
 
 // Helpers for optional columns: empty strings and absent JSON are stored as
