@@ -192,6 +192,7 @@ type App struct {
 	// awaited holds ledger names that types added at run time need and
 	// no plugin of this process serves yet: those types answer 503.
 	awaited atomic.Pointer[map[string]bool]
+	awaitMu sync.Mutex // serialises changes to awaited
 	// startupMisfits holds, by plugin name, why the start-up load refused
 	// a ledger plugin that does not fit the served model (a route to a
 	// command it lacks, a type it does not serve); startupDone is set once
@@ -439,10 +440,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 			a.cfg.Logger.Warn("stop plugin manager", "err", err)
 		}
 	})
-	ledgers := pluginhost.Ledgers{Builtin: ledger.Builtin(), Registry: reg, Loading: func(name string) bool {
-		if a.Plugins.Pending(name) {
-			return true
-		}
+	ledgers := pluginhost.Ledgers{Builtin: ledger.Builtin(), Registry: reg, Loading: a.Plugins.Pending, Awaited: func(name string) bool {
 		aw := a.awaited.Load()
 		return aw != nil && (*aw)[name]
 	}, Refused: func(name string) bool {
@@ -455,6 +453,12 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 	for _, t := range domain.Entities {
 		names = append(names, t.Ledger)
 	}
+	// A ledger plugin the domain names is not stood in for by the
+	// built-in ledger, while it loads or when it is nowhere to load: that
+	// would record facts the plugin refuses and leave the state it keeps
+	// behind. Its types answer 503 for facts and commands until it is
+	// loaded here.
+	a.await(ledgers.Missing(dedupe(names)))
 	// Closed before the manager stops (closers run in reverse): a load
 	// that a failed start cut short names nothing as missing.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -494,7 +498,8 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 				"problems", problems.Error())
 		}
 		if len(others) > 0 {
-			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types use the built-in ledger until they are", "missing", others)
+			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types answer 503 for facts and commands until they are "+
+				"(install them: PUT /v1/admin/plugins/<name>, or a file in --plugins-dir)", "missing", others)
 		}
 	}()
 	check := gateway.HealthCheck{Name: "plugins", Check: func(context.Context) (string, error) {

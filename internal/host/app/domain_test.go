@@ -426,7 +426,7 @@ func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
 		t.Fatalf("create: %d %v", code, body)
 	}
 	code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": 1}})
-	if code != 503 || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is still loading") {
+	if code != 503 || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is not loaded on this process yet") {
 		t.Fatalf("fact on a type whose plugin is not loaded: %d %v", code, body)
 	}
 	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "acct-x", "type": "deposit"}); code == 503 {
@@ -435,7 +435,7 @@ func TestTypeWhoseLedgerPluginIsNotLoadedAnswers503(t *testing.T) {
 	// Its commands are not known yet: a command path is a 503 to retry,
 	// not a 404; on a type whose plugin is loaded, an unknown one is a 404.
 	code, header, body := l.callHeader("POST", "/v1/entities/m1/redeem", l.key, map[string]any{"points": 1})
-	if code != 503 || header.Get("Retry-After") == "" || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is still loading") {
+	if code != 503 || header.Get("Retry-After") == "" || !strings.Contains(fmt.Sprint(body["detail"]), "points ledger plugin is not loaded on this process yet") {
 		t.Fatalf("command path of a type whose plugin is not loaded: %d %v %v", code, header, body)
 	}
 	createAccount(l, "acct-y")
@@ -726,5 +726,49 @@ func storeLayer(t *testing.T, l *live, name, source string) {
 	layer.SHA256 = fmt.Sprintf("%x", sha256.Sum256(layer.Source))
 	if err := l.a.Store.PutDomainLayer(ctx, layer, store.LayersDigest(stored)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLedgerPluginAbsentAtStartAnswers503: a domain file naming a ledger
+// plugin that no source holds at start-up serves its type, and the type's
+// facts and commands answer 503 until the plugin is installed; the
+// built-in ledger stood in, recorded facts the plugin refuses, and left
+// the state the plugin keeps behind those facts.
+func TestLedgerPluginAbsentAtStartAnswers503(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "loyalty.yaml")
+	if err := os.WriteFile(file, []byte(loyaltyDomain), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := startLive(t, "sqlite", t.TempDir(), func(c *app.Config) { c.Domains = []string{file} })
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "member", "id": "m1"}); code != 201 {
+		t.Fatalf("create member: %d %v", code, body)
+	}
+	earned := map[string]any{"entity_id": "m1", "type": "earned", "data": map[string]any{"points": 5}}
+	for _, req := range []struct {
+		path, detail string
+		body         any
+	}{
+		{"/v1/facts", "points ledger plugin is not loaded on this process yet", earned},
+		{"/api/members/m1/earn", "not available yet", map[string]any{"points": 5}},
+	} {
+		code, header, body := l.callHeader("POST", req.path, l.key, req.body)
+		if code != 503 || header.Get("Retry-After") == "" || !strings.Contains(fmt.Sprint(body["detail"]), req.detail) {
+			t.Fatalf("%s before the plugin is installed: %d %v %v", req.path, code, header, body)
+		}
+	}
+	if code, body := l.call("PUT", "/v1/admin/plugins/points", l.op, fixture(t, "points")); code != 201 {
+		t.Fatalf("install points: %d %v", code, body)
+	}
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		if code, body := l.call("POST", "/api/members/m1/earn", l.key, map[string]any{"points": 5}); code != 201 {
+			return fmt.Errorf("earn once the plugin is loaded: %d %v", code, body)
+		}
+		return nil
+	})
+	code, body := l.call("GET", "/v1/entities/m1/facts", l.key, nil)
+	data, _ := body["data"].(map[string]any)
+	if items, _ := data["items"].([]any); code != 200 || len(items) != 1 {
+		t.Fatalf("facts of m1: %d %v, want only the one the plugin decided", code, body)
 	}
 }

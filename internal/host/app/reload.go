@@ -169,18 +169,13 @@ func (a *App) applyFilesLocked(ctx context.Context, files manifestFiles, stored 
 	cur := a.Platform.Domain()
 	// Types new to this process whose ledger plugin is installed but not
 	// loaded here yet answer 503 until it is, not the generic ledger.
-	awaited := map[string]bool{}
-	if aw := a.awaited.Load(); aw != nil {
-		for n := range *aw {
-			awaited[n] = true
-		}
-	}
+	var missing []string
 	for name, t := range next.Entities {
 		if _, ok := cur.Entities[name]; !ok && len(a.ledgers.Missing([]string{t.Ledger})) > 0 {
-			awaited[t.Ledger] = true
+			missing = append(missing, t.Ledger)
 		}
 	}
-	a.awaited.Store(&awaited)
+	a.await(missing)
 	if err := a.Platform.SetDomain(next); err != nil {
 		return err
 	}
@@ -468,4 +463,24 @@ func sourcesHash(cfg Config) ([]byte, error) {
 		h.Write(b)
 	}
 	return h.Sum(nil), nil
+}
+
+// await adds ledger names to those whose types answer 503 until a plugin
+// of the name is loaded here (awaited).
+func (a *App) await(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	a.awaitMu.Lock()
+	defer a.awaitMu.Unlock()
+	awaited := map[string]bool{}
+	if aw := a.awaited.Load(); aw != nil {
+		for n := range *aw {
+			awaited[n] = true
+		}
+	}
+	for _, n := range names {
+		awaited[n] = true
+	}
+	a.awaited.Store(&awaited)
 }

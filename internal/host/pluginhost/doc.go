@@ -8,5 +8,5 @@
 // Ledger names resolve dynamically: the manifest's `ledger: account` finds
 // whatever version of the plugin "account" is current at the moment of each
 // call, so a hot swap needs no restart, and an entity type whose plugin is
-// not loaded yet is served by the built-in generic ledger until it is.
+// not loaded yet answers 503 for facts and commands until it is.
 package pluginhost

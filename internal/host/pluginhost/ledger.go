@@ -18,7 +18,9 @@ import (
 
 // Ledgers resolves ledger names: built-in ledgers first, then ledger
 // plugins by name. A name that is neither resolves to a ledger that uses
-// the plugin once it is loaded and the built-in generic ledger until then.
+// the plugin once it is loaded; until then it answers 503 while the name
+// is Loading, Refused or Awaited, and stands in the built-in generic
+// ledger otherwise (a name no entity type of the model needs).
 type Ledgers struct {
 	Builtin  ledger.Static
 	Registry *wasm.Registry
@@ -30,6 +32,10 @@ type Ledgers struct {
 	// refused (it does not fit the manifests): their entity types answer
 	// 503 until a version that fits is loaded, never the fallback.
 	Refused func(name string) bool
+	// Awaited, when set, reports names no plugin loaded here serves while
+	// entity types need them (not installed, or installed and not loaded
+	// here yet): their types answer 503 too, never the fallback.
+	Awaited func(name string) bool
 	// Commands, when set, keeps the plugins' command lists across calls.
 	Commands *CommandCache
 }
@@ -41,7 +47,7 @@ func (l Ledgers) Ledger(name string) (ledger.Ledger, bool) {
 	if b, ok := l.Builtin.Ledger(name); ok {
 		return b, true
 	}
-	return &pluginLedger{name: name, reg: l.Registry, fallback: ledger.Generic{}, loading: l.Loading, refused: l.Refused, specs: l.Commands}, true
+	return &pluginLedger{name: name, reg: l.Registry, fallback: ledger.Generic{}, loading: l.Loading, refused: l.Refused, awaited: l.Awaited, specs: l.Commands}, true
 }
 
 // Missing lists the names of a set of ledger names that are neither
@@ -99,6 +105,7 @@ type pluginLedger struct {
 	fallback ledger.Ledger
 	loading  func(string) bool
 	refused  func(string) bool
+	awaited  func(string) bool
 
 	specs *CommandCache // nil: commands are listed on every call
 }
@@ -125,6 +132,12 @@ func (l *pluginLedger) errLoading() error {
 		pe.Headers = map[string]string{"Retry-After": "30"}
 		return pe
 	}
+	if l.loading == nil || !l.loading(l.name) {
+		pe := problem.Newf(problem.Unavailable, "The %s ledger plugin is not loaded on this process yet; retry in a few seconds "+
+			"(one not installed anywhere is installed with PUT /v1/admin/plugins/%s)", l.name, l.name)
+		pe.Headers = map[string]string{"Retry-After": "5"}
+		return pe
+	}
 	pe := problem.Newf(problem.Unavailable, "The %s ledger plugin is still loading; retry in a few seconds", l.name)
 	pe.Headers = map[string]string{"Retry-After": "5"}
 	return pe
@@ -148,7 +161,7 @@ func (l *pluginLedger) NotReady() error {
 // stillLoading reports whether the plugin, not loaded here, is one still
 // loading at start-up (rather than one to stand in for with the fallback).
 func (l *pluginLedger) stillLoading() bool {
-	return l.loading != nil && l.loading(l.name) || l.refused != nil && l.refused(l.name)
+	return l.loading != nil && l.loading(l.name) || l.refused != nil && l.refused(l.name) || l.awaited != nil && l.awaited(l.name)
 }
 
 func (l *pluginLedger) current() (*wasm.Plugin, bool) {
