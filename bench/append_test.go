@@ -225,7 +225,7 @@ func startProduct(t *testing.T, dbURL string, clients int, logger *slog.Logger) 
 	t.Helper()
 	ctx := t.Context()
 	// DataDir holds local state (key files, caches); keep it out of the tree.
-	a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", Domains: []string{domainFile}, DataDir: t.TempDir(), Logger: logger})
+	a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", Domains: []string{domainFile}, DataDir: t.TempDir(), Logger: logger, StandInLedgers: true})
 	if err != nil {
 		t.Fatalf("start factline: %v", err)
 	}

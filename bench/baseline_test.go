@@ -60,7 +60,7 @@ type baseline struct {
 // client.
 func startBaseline(t *testing.T, dbURL string, clients int, logger *slog.Logger) *baseline {
 	t.Helper()
-	a, err := app.New(t.Context(), app.Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", Domains: []string{domainFile}, DataDir: t.TempDir(), Logger: logger})
+	a, err := app.New(t.Context(), app.Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", Domains: []string{domainFile}, DataDir: t.TempDir(), Logger: logger, StandInLedgers: true})
 	if err != nil {
 		t.Fatalf("prepare the baseline database: %v", err)
 	}

@@ -617,7 +617,7 @@ func profileInProcess(t *testing.T, wrkBin string, threads int, p loadParams, db
 	}
 	defer logf.Close()
 	a, err := app.New(t.Context(), app.Config{DatabaseURL: dbURL, RedisURL: redisURL, Manifest: manifestPath,
-		Addr: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(logf, nil))})
+		Addr: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(logf, nil)), StandInLedgers: true})
 	if err != nil {
 		t.Fatalf("profile: start factline in-process: %v", err)
 	}

@@ -112,7 +112,7 @@ func seedData(t *testing.T, dbURL, dataDir string, tenants []string, entities in
 		dbURL += sep + "synchronous_commit=off"
 	}
 	logger := slog.New(slog.NewTextHandler(&cappedWriter{w: os.Stderr, left: 8 << 10}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, DataDir: dataDir, Domains: []string{domainFile}, Logger: logger})
+	a, err := app.New(ctx, app.Config{DatabaseURL: dbURL, DataDir: dataDir, Domains: []string{domainFile}, Logger: logger, StandInLedgers: true})
 	if err != nil {
 		t.Fatalf("seed: open the store: %v", err)
 	}

@@ -904,6 +904,6 @@ func (k *kit) deadline() {
 	if k.retried > 0 {
 		retried = fmt.Sprintf("; %d stopped once and finished when made again", k.retried)
 	}
-	k.add(CheckDeadline, Pass, "%d calls each finished within the %v deadline (slowest: %s, %v%s)",
+	k.add(CheckDeadline, Pass, "%d calls each finished within the %v deadline of CPU time (slowest by the clock: %s, %v%s)",
 		k.calls, k.opts.Host.CallTimeout, k.slowestCall, k.slowest.Round(time.Microsecond), retried)
 }

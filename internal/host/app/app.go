@@ -98,6 +98,11 @@ type Config struct {
 	PluginInstances int
 	// BuiltinPlugins replaces the plugins built into the binary (tests).
 	BuiltinPlugins map[string][]byte
+	// StandInLedgers serves the types of a ledger plugin that no source
+	// holds at start-up with the built-in generic ledger, without the
+	// plugin's rules, instead of answering 503 for their facts and
+	// commands (tests of other parts that load no plugins).
+	StandInLedgers bool
 	// PluginPoll is how often the store and PluginsDir are read for
 	// plugin versions installed elsewhere (default 2 s; tests that
 	// order processes by hand make it long and call Plugins.Sync).
@@ -212,9 +217,9 @@ type App struct {
 	// version this process had not loaded yet is tried again once the
 	// loaded versions change.
 	refusedWith string
-	// layersSeen is the set layersHash identifies, for readers without
-	// reloadMu (modelBehind); behind caches the stored set modelBehind
-	// read last.
+	// layersSeen is the set of stored domain manifests being served (the
+	// last applied), for readers without reloadMu (modelBehind); behind
+	// caches the stored set modelBehind read last.
 	layersSeen atomic.Pointer[layerSet]
 	behind     struct {
 		sync.Mutex
@@ -458,7 +463,9 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 	// would record facts the plugin refuses and leave the state it keeps
 	// behind. Its types answer 503 for facts and commands until it is
 	// loaded here.
-	a.await(ledgers.Missing(dedupe(names)))
+	if !cfg.StandInLedgers {
+		a.await(ledgers.Missing(dedupe(names)))
+	}
 	// Closed before the manager stops (closers run in reverse): a load
 	// that a failed start cut short names nothing as missing.
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -497,7 +504,9 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 				"until a version that fits is loaded: change the stored manifests (PUT or DELETE /v1/admin/domain/<name>) or the files and restart, or install plugin versions that fit",
 				"problems", problems.Error())
 		}
-		if len(others) > 0 {
+		if len(others) > 0 && cfg.StandInLedgers {
+			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types use the built-in ledger until they are", "missing", others)
+		} else if len(others) > 0 {
 			cfg.Logger.Warn("plugins named by the domain manifest are not loaded; their entity types answer 503 for facts and commands until they are "+
 				"(install them: PUT /v1/admin/plugins/<name>, or a file in --plugins-dir)", "missing", others)
 		}

@@ -223,8 +223,10 @@ func (a *App) pollDomainLayers(ctx context.Context, every time.Duration) {
 				a.cfg.Logger.Error("stored domain manifests refused; the previous model keeps serving", "problems", err.Error())
 				// Tried again when the stored set or the loaded plugin
 				// versions change: a manifest installed after its plugin
-				// can be read here before the plugin is loaded.
-				a.setLayersHash(stored)
+				// can be read here before the plugin is loaded. Not seen:
+				// the types and routes it adds answer 503 here meanwhile,
+				// not 400 and 404 (modelBehind, routesBehind).
+				a.layersHash = store.LayersDigest(stored)
 				a.refusedWith = plugins
 			} else {
 				a.cfg.Logger.Info("stored domain manifests applied", "count", len(stored), "entity_types", len(a.Platform.Domain().Entities))
@@ -260,8 +262,7 @@ func (s *layerSet) adds(other *layerSet) bool {
 	return false
 }
 
-// setLayersHash records the stored manifests served, or last refused;
-// reloadMu is held.
+// setLayersHash records the stored manifests served; reloadMu is held.
 func (a *App) setLayersHash(stored []store.DomainLayer) {
 	ls := newLayerSet(stored)
 	a.layersHash = ls.digest

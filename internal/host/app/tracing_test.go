@@ -28,6 +28,19 @@ import (
 	"github.com/factline/factline/internal/testutil"
 )
 
+// callerManifest declares a type the built-in ledger serves (a gateway
+// manifest's types are the built-in ledger's).
+const callerManifest = `name: callers
+version: "1"
+entities:
+  caller:
+    fields:
+      name: {type: string, indexed: true}
+    facts: [call]
+routes:
+  - {path: /v1/reports/calls, method: POST, entity: caller, action: query}
+`
+
 // TestTraceFollowsRequestThroughAppendProjectionAndWebhook sends a fact
 // with a traceparent and finds, in the exported spans, the request, its
 // append commit, the projection update and the webhook delivery in that
@@ -56,19 +69,19 @@ func TestTraceFollowsRequestThroughAppendProjectionAndWebhook(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	man := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(man, []byte(projectionRoutes), 0o644); err != nil {
+	if err := os.WriteFile(man, []byte(callerManifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// No plugins: the built-in ledgers serve contacts, and nothing waits
-	// on compiling modules.
+	// No plugins: the built-in ledger serves the manifest's caller type,
+	// and nothing waits on compiling modules.
 	l := startBare(t, app.Config{Manifest: man, TracerProvider: tp, WebhookAllowNetworks: "127.0.0.0/8",
 		WebhookTLS: &tls.Config{RootCAs: roots}})
 	admin := l.newKey("t1", "admin")
-	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "contact", "id": "c1", "name": "Ada", "status": "active"}); code != 201 {
-		t.Fatalf("create contact: %d %v", code, body)
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "caller", "id": "c1", "name": "Ada"}); code != 201 {
+		t.Fatalf("create caller: %d %v", code, body)
 	}
 	if code, body := l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "calls", "settings": map[string]any{
-		"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour",
+		"source": "caller", "factTypes": []string{"call"}, "timeWindow": "hour",
 		"aggregations": []map[string]any{{"field": "count", "function": "count"}}, "materialize": true, "storageVersion": 2}}); code != 201 {
 		t.Fatalf("create projection: %d %v", code, body)
 	}

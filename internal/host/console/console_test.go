@@ -33,6 +33,9 @@ func setup(t *testing.T, cfg app.Config) *app.App {
 		cfg.DataDir = t.TempDir()
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// No plugins are loaded: the built-in ledger serves the default
+	// domain's types, whose facts the console shows.
+	cfg.StandInLedgers = true
 	if cfg.SecretKey == "" {
 		cfg.SecretKey = strings.Repeat("ab", 32)
 	}

@@ -220,6 +220,14 @@ func TestWebhookFormShowsValidationProblems(t *testing.T) {
 			t.Errorf("field %s is not marked invalid", f)
 		}
 	}
+	// Two problems of one field read as two, not as one run-on sentence.
+	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"two"},
+		"url": {"http://10.0.0.1/x"}, "triggers": {"deposit.manual"}})
+	two := body(t, resp)
+	m := regexp.MustCompile(`<span class="problem field-error" id="url-error">([^<]+)</span>`).FindStringSubmatch(two)
+	if m == nil || !strings.Contains(m[1], "followed by a host; url") {
+		t.Errorf("two problems of url, want them separated by \"; \": %q", m)
+	}
 	for _, typed := range []string{`value="typed name"`, `value="http://insecure"`, `value="Bad-Trigger"`, `value="99"`, `value="soon"`} {
 		if !strings.Contains(page, typed) {
 			t.Errorf("the form lost %s", typed)

@@ -14,6 +14,11 @@ import (
 // open once a shutdown has begun, as net/http treats new connections.
 const silentConnGrace = 5 * time.Second
 
+// stoppedRequestGrace is how long a shutdown whose drain ran out waits
+// for the requests it stopped to answer: a stopped request answers at
+// once, and its release of an Idempotency-Key takes a statement.
+const stoppedRequestGrace = 3 * time.Second
+
 // idleDrain is how long a keep-alive connection that is idle when a
 // shutdown begins is still read from: a request the client wrote just
 // before is already in the socket and is read at once; a connection that

@@ -110,6 +110,7 @@ func (s *Server) observed(c *fiber.Ctx, next func() error) (err error) {
 		timeout = max(timeout, 5*time.Minute)
 	}
 	ctx := newRequestContext(timeout)
+	ctx.stopping = s.stopping
 	defer ctx.cancel()
 	var span trace.Span
 	if tp := c.Request().Header.Peek(HeaderTraceparent); len(tp) > 0 || s.tracer != nil {

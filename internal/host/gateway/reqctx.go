@@ -19,6 +19,10 @@ type requestContext struct {
 	// values, when set, answers Value: it carries the request's span
 	// when tracing is on.
 	values context.Context
+	// stopping, when set, ends the context (Canceled) when it ends: the
+	// server stopping the requests a shutdown's drain did not finish.
+	stopping context.Context
+	stopHook func() bool // unregisters the hook on stopping
 
 	mu     sync.Mutex
 	done   chan struct{} // made by the first Done or AfterFunc
@@ -114,6 +118,13 @@ func (c *requestContext) armLocked() {
 		close(c.done)
 		return
 	}
+	if c.stopping != nil {
+		c.stopHook = context.AfterFunc(c.stopping, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.endLocked(context.Canceled)
+		})
+	}
 	d := time.Until(c.deadline)
 	if d <= 0 {
 		c.endLocked(context.DeadlineExceeded)
@@ -137,6 +148,9 @@ func (c *requestContext) endLocked(err error) {
 	}
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.stopHook != nil {
+		c.stopHook()
 	}
 	for _, a := range c.afters {
 		go a.f()

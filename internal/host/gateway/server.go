@@ -114,6 +114,11 @@ type Server struct {
 	silentGrace time.Duration
 	// pages render the problems of browser requests under a prefix.
 	pages []problemPages
+	// stopping ends every request still in flight when a shutdown's
+	// drain runs out (stopRequests): each answers 503 with Connection:
+	// close and releases what it holds before the store closes.
+	stopping     context.Context
+	stopRequests context.CancelFunc
 }
 
 // New builds the server and registers the platform routes.
@@ -155,6 +160,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		tracer:      tracing.Tracer(deps.TracerProvider),
 		projections: deps.Projections,
 	}
+	s.stopping, s.stopRequests = context.WithCancel(context.Background())
 	s.SetRoutes(deps.Routes)
 	m, err := newHTTPMetrics(deps.Registry)
 	if err != nil {
@@ -205,6 +211,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // that never sent a byte close once they have been silent for the grace
 // period.
 func (s *Server) Shutdown(timeout time.Duration) error {
+	defer s.stopRequests()
 	deadline := time.Now().Add(timeout)
 	// Idempotency records still being written once the requests are
 	// done: their retries end (each after its current attempt).
@@ -224,6 +231,12 @@ func (s *Server) Shutdown(timeout time.Duration) error {
 		select {
 		case err := <-done:
 			if err != nil {
+				// The drain ran out: stop the requests still in flight,
+				// and give them a moment to answer and let go of what they
+				// hold (an Idempotency-Key, a connection) while the store
+				// is still open.
+				s.stopRequests()
+				s.conns.wait(time.Now().Add(stoppedRequestGrace))
 				return fmt.Errorf("gateway: shutdown: %w", err)
 			}
 			if !s.conns.wait(deadline) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/openapi"
 	"github.com/factline/factline/internal/testutil"
 )
 
@@ -232,4 +236,58 @@ func TestShutdownAnswersRequestsOnIdleConnections(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestShutdownStopsRequestsTheDrainDidNotFinish: a request still waiting
+// (on a lock, on the database) when the shutdown's drain runs out is
+// stopped then: it answers 503 with Connection: close before Shutdown
+// returns, while what it holds can still be released. It ran on to its
+// own 30 s deadline, after the process had closed the store under it,
+// and answered 500.
+func TestShutdownStopsRequestsTheDrainDidNotFinish(t *testing.T) {
+	h := setup(t, "sqlite")
+	entered := make(chan struct{})
+	h.srv.Mount(openapi.Endpoint{Method: "GET", Path: "/v1/blocked", ID: "blocked", Access: openapi.AnyKey, Status: 200, OK: "."},
+		func(c *fiber.Ctx) error {
+			close(entered)
+			<-c.UserContext().Done()
+			return fmt.Errorf("waiting for a lock: %w", c.UserContext().Err())
+		})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- h.srv.Serve(ln) }()
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/v1/blocked", nil)
+		req.Header.Set("X-API-Key", h.keyA)
+		resp, err := http.DefaultClient.Do(req)
+		answered <- answer{resp, err}
+	}()
+	<-entered
+	start := time.Now()
+	err = h.srv.Shutdown(200 * time.Millisecond)
+	if err == nil {
+		t.Fatal("Shutdown reported a drain that finished")
+	}
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatalf("the stopped request was not answered: %v", a.err)
+		}
+		body, _ := io.ReadAll(a.resp.Body)
+		a.resp.Body.Close()
+		if a.resp.StatusCode != http.StatusServiceUnavailable || !a.resp.Close || !strings.Contains(string(body), "shutting down") {
+			t.Fatalf("stopped request: %d close=%v %s", a.resp.StatusCode, a.resp.Close, body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the request was still unanswered %v after the shutdown began", time.Since(start))
+	}
+	<-served
 }

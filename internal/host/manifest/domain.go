@@ -315,6 +315,11 @@ func (c *checker) entityField(what string, key, n *yaml.Node) Field {
 	}
 	if ev, ok := f["enum"]; ok {
 		fl.Enum, _ = c.strList(ev.value, what+".enum")
+		if ev.value.Kind == yaml.SequenceNode {
+			for _, n := range ev.value.Content {
+				c.text(n, what+".enum", false)
+			}
+		}
 		if fl.Type != TypeString {
 			c.at(ev.value, "%s.enum applies to string fields only", what)
 		}

@@ -195,6 +195,7 @@ func (c *checker) factField(what string, key, n *yaml.Node) FactField {
 				if !enumValueFits(fl.Type, nodes[i]) {
 					c.at(nodes[i], "%s.enum: %q is not %s", what, v, article(fl.Type))
 				}
+				c.text(nodes[i], what+".enum", false)
 			}
 		default:
 			if known {

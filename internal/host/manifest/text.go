@@ -120,7 +120,7 @@ func displayControl(s string, lines bool) rune {
 
 // text refuses, in the string n holds for what, a character that does
 // not display as itself (see displayControl): names, versions, ledger and
-// handler names and descriptions are shown in logs, the console and
+// handler names, enum values and descriptions are shown in logs, the console and
 // problems, where a NUL cuts the text short and a right-to-left override
 // makes it read as something else. A name is one line; a description may
 // hold tabs and line breaks. Nothing is said of a node reported already.
