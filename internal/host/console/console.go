@@ -166,7 +166,7 @@ func (c *Console) Mount(app *fiber.App) {
 	g.Get("/dead-letters/replay-all", c.auth(false, c.adminOnly(c.replayAllPage)))
 	g.Post("/dead-letters/replay-all", c.auth(true, c.adminOnly(c.replayAll)))
 	g.Post("/dead-letters/:id/replay", c.auth(true, c.adminOnly(c.replay)))
-	g.Get("/projections", c.auth(false, c.projectionsPage))
+	g.Get("/projections", c.auth(false, c.adminOnly(c.projectionsPage)))
 	g.Get("/deliveries", c.auth(false, c.deliveriesPage))
 	g.Get("/deliveries/:id", c.auth(false, c.deliveryPage))
 	g.Get("/reveal", c.auth(false, c.revealPage))

@@ -370,6 +370,7 @@ func TestAdminOnlyRefusalsFollowAccept(t *testing.T) {
 		{"live key", "POST", "/console/webhooks/cfg_x/resume", "need an admin key"},
 		{"live key", "POST", "/console/webhooks/cfg_x/rotate-secret", "need an admin key"},
 		{"live key", "GET", "/console/keys", "need an admin key"},
+		{"live key", "GET", "/console/projections", "need an admin key"},
 		{"live key", "POST", "/console/keys", "need an admin key"},
 		{"live key", "POST", "/console/keys/key_x/revoke", "need an admin key"},
 		{"live key", "GET", "/console/dead-letters", "need an admin key"},
