@@ -369,3 +369,32 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// PostgresExec connects to the database at url for statements a test
+// runs itself (a setting a fault test changes) and returns a function
+// that runs one, failing the test on an error. The connection closes when
+// the test ends.
+func PostgresExec(t testing.TB, url string) func(sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("testutil: connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// WithSetting returns the connection URL url with a server setting its
+// sessions start with (a query parameter pgx sends at connect).
+func WithSetting(url, name, value string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + name + "=" + value
+}

@@ -1,14 +1,11 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/factline/factline/internal/teststore"
 	"github.com/factline/factline/internal/testutil"
@@ -104,26 +101,12 @@ func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 	// The server commits without waiting (synchronous_commit=off,
 	// testutil); the store's sessions wait as a production server's do,
 	// so a synchronous standby named later holds their commits.
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	h := setupOn(t, teststore.OpenAt(t, "postgres", url+sep+"synchronous_commit=on"))
+	h := setupOn(t, teststore.OpenAt(t, "postgres", testutil.WithSetting(url, "synchronous_commit", "on")))
 	t.Cleanup(func() { h.store.Close() })
-	admin, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := admin.Exec(context.Background(), sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	var db string
-	if err := admin.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
-		t.Fatal(err)
+	exec := testutil.PostgresExec(t, url)
+	// A setting of this test's database, whatever its name.
+	setDB := func(setting string) {
+		exec(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I ` + setting + `', current_database()); END $$`)
 	}
 	// Settings of the database reach new sessions only: end the store's.
 	reconnect := func() {
@@ -146,7 +129,7 @@ func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 	deposit := map[string]any{"entity_id": id, "type": "deposit", "subtype": "manual", "data": map[string]any{"amount": 0.1}}
 
 	t.Run("read-only", func(t *testing.T) {
-		exec(`ALTER DATABASE "` + db + `" SET default_transaction_read_only = on`)
+		setDB("SET default_transaction_read_only = on")
 		reconnect()
 		testutil.EventuallyNil(t, 30*time.Second, func() error {
 			r := h.req("POST", "/v1/facts", h.keyA, deposit)
@@ -161,7 +144,7 @@ func TestDatabaseThatTakesNoWritesIsServiceUnavailable(t *testing.T) {
 		eventually("GET", "/v1/entities/"+id+"/facts", h.keyA, nil, 200, "")
 		eventually("GET", "/health", "", nil, 503, "Unhealthy: [store]; down: database")
 
-		exec(`ALTER DATABASE "` + db + `" RESET default_transaction_read_only`)
+		setDB("RESET default_transaction_read_only")
 		reconnect()
 		eventually("POST", "/v1/facts", h.keyA, deposit, 201, "")
 		eventually("GET", "/health", "", nil, 200, `"database":"up"`)

@@ -314,11 +314,7 @@ func TestKeyedReadsPlanEachReadWhileTheTableIsSmall(t *testing.T) {
 func TestReadPoolKeepsAPlanModeFromTheURL(t *testing.T) {
 	t.Parallel()
 	url := testutil.Postgres(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	s, err := Open(t.Context(), url+sep+"plan_cache_mode=auto", Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := Open(t.Context(), testutil.WithSetting(url, "plan_cache_mode", "auto"), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
