@@ -140,7 +140,7 @@ func (s *Service) lookup(ctx context.Context, tenant, name string) (*tracked, er
 		return nil, nil
 	}
 	t := s.apply(ctx, c)
-	if t == nil || t.current == nil {
+	if t == nil || s.currentOf(t) == nil {
 		return nil, problem.New(problem.Unavailable, "Projections are not running yet")
 	}
 	return t, nil
@@ -164,12 +164,28 @@ func (s *Service) confirm(ctx context.Context, tenant, id, byName string, t *tra
 		return nil
 	case byName != "" && c.Name != byName:
 		return nil
-	case c.Version > t.current.version:
-		if n := s.apply(ctx, c); n != nil && n.current != nil {
+	case c.Version > s.currentOf(t).versionOrZero():
+		if n := s.apply(ctx, c); n != nil && s.currentOf(n) != nil {
 			return n
 		}
 	}
 	return t
+}
+
+// versionOrZero is the runtime's config version, 0 for none.
+func (rt *runtime) versionOrZero() int64 {
+	if rt == nil {
+		return 0
+	}
+	return rt.version
+}
+
+// currentOf reads t's current runtime, which apply replaces under s.mu
+// (a background sync may do so while a query looks).
+func (s *Service) currentOf(t *tracked) *runtime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t.current
 }
 
 // queryError turns an engine error into a problem.
