@@ -194,8 +194,9 @@ type App struct {
 	// reloadMu serialises model changes (SIGHUP, --watch).
 	reloadMu sync.Mutex
 	ledgers  pluginhost.Ledgers
-	// awaited holds ledger names that types added at run time need and
-	// no plugin of this process serves yet: those types answer 503.
+	// awaited holds ledger names the model's types need (from the start,
+	// or added at run time) that no plugin of this process served when
+	// they were needed: those types answer 503 until one does.
 	awaited atomic.Pointer[map[string]bool]
 	awaitMu sync.Mutex // serialises changes to awaited
 	// startupMisfits holds, by plugin name, why the start-up load refused
