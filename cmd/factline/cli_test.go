@@ -366,3 +366,23 @@ func TestServeLogsOnlyJSON(t *testing.T) {
 		t.Errorf("no failed dial logged:\n%s", s.stderr)
 	}
 }
+
+// TestServeSaysWhereTheDomainMisfitsItsLedger: a domain manifest file that
+// gives an entity type to a ledger plugin serving other types stops serve
+// with exit 1 and the problem at the type's file:line:col, as check gives
+// it; serve named only the plugin.
+func TestServeSaysWhereTheDomainMisfitsItsLedger(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dom := filepath.Join(dir, "shop.yaml")
+	src := "name: shop\nversion: \"1.0.0\"\nentities:\n  widget:\n    ledger: account\n    fields:\n      name: {type: string}\n    facts:\n      made: {}\n"
+	if err := os.WriteFile(dom, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cliWithin(t, time.Minute, nil, "serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--plugins-dir", pluginsDir, "--plugin-cache-dir", pluginCache, "--domain", dom)
+	want := dom + ":4:3: the domain model gives entity type widget to ledger account, and this version serves only account"
+	if code != 1 || !strings.Contains(errOut, "\n"+want) {
+		t.Fatalf("exit %d (want 1)\n%s%s\nwant a line starting %q", code, out, errOut, want)
+	}
+}

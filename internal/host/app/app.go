@@ -488,7 +488,7 @@ func (a *App) startPlugins(ctx context.Context, domain *manifest.Domain) (ledger
 		var others []string // missing without a refusal: stood in for
 		for _, name := range missing {
 			if err := a.startupMisfits[name]; err != nil {
-				misfits = append(misfits, fmt.Errorf("ledger plugin %s: %w", name, err))
+				misfits = append(misfits, err) // each problem names the ledger and where the manifest says it
 			} else {
 				others = append(others, name)
 			}

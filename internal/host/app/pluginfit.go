@@ -57,8 +57,8 @@ func (a *App) checkPluginFits(p *wasm.Plugin) error {
 	if d.Kind != abi.KindLedger {
 		for _, name := range m.domain.EntityTypeNames() {
 			if m.domain.Entities[name].Ledger == d.Name {
-				errs = append(errs, fmt.Errorf("the domain model gives entity type %s to ledger %s, and this version is a %s plugin, which serves no entity type; "+
-					"change the domain manifest first", name, d.Name, d.Kind))
+				errs = append(errs, declaredAt(m.domain.Entities[name], fmt.Sprintf("the domain model gives entity type %s to ledger %s, and this version is a %s plugin, which serves no entity type; "+
+					"change the domain manifest first", name, d.Name, d.Kind)))
 			}
 		}
 		return errors.Join(errs...)
@@ -66,8 +66,8 @@ func (a *App) checkPluginFits(p *wasm.Plugin) error {
 	if len(d.EntityTypes) > 0 { // none: it serves every type
 		for _, name := range m.domain.EntityTypeNames() {
 			if m.domain.Entities[name].Ledger == d.Name && !slices.Contains(d.EntityTypes, name) {
-				errs = append(errs, fmt.Errorf("the domain model gives entity type %s to ledger %s, and this version serves only %s; "+
-					"change the domain manifest first", name, d.Name, strings.Join(d.EntityTypes, ", ")))
+				errs = append(errs, declaredAt(m.domain.Entities[name], fmt.Sprintf("the domain model gives entity type %s to ledger %s, and this version serves only %s; "+
+					"change the domain manifest first", name, d.Name, strings.Join(d.EntityTypes, ", "))))
 			}
 		}
 	}
@@ -84,11 +84,25 @@ func (a *App) checkPluginFits(p *wasm.Plugin) error {
 		}
 		if err := manifest.CheckCommands(m.routes, m.domain, commands); err != nil {
 			for _, diag := range manifest.Diagnostics("", err) {
-				errs = append(errs, fmt.Errorf("a served route needs what this version lacks: %s", diag))
+				diag.Message = "a served route needs what this version lacks: " + diag.Message
+				errs = append(errs, located(diag))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// declaredAt is msg as a problem at t's declaration (file:line:col, or
+// the stored manifest's name), so that a refusal at start or on upload
+// says which manifest to change.
+func declaredAt(t *manifest.EntityType, msg string) error { return located(t.At(msg)) }
+
+// located is d as an error, its place first when it has one.
+func located(d manifest.Diagnostic) error {
+	if d.File == "" && d.Line == 0 {
+		return errors.New(d.Message)
+	}
+	return errors.New(d.String())
 }
 
 // checkHandlersKept refuses a plugin version that drops a handler the
