@@ -157,7 +157,8 @@ func TestServeStopsOnACommandRouteItsLedgerLacks(t *testing.T) {
 
 // TestCheckWarnsOfALedgerNothingIsNamed: a layered type whose ledger no
 // built-in ledger or plugin is named passed check silently, while the
-// admin API refuses the name and serve stands in the built-in ledger.
+// admin API refuses the name and serve answers 503 for the type's facts
+// and commands until a plugin of that name is loaded.
 func TestCheckWarnsOfALedgerNothingIsNamed(t *testing.T) {
 	t.Parallel()
 	d := filepath.Join(t.TempDir(), "widgets.yaml")
@@ -165,7 +166,8 @@ func TestCheckWarnsOfALedgerNothingIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := run(t, binary, "check", "--plugin-cache-dir", t.TempDir(), d)
-	want := d + `:4:3: warning: entities.widget.ledger: no built-in ledger or plugin here is named "nosuchledger"`
+	want := d + `:4:3: warning: entities.widget.ledger: no built-in ledger or plugin here is named "nosuchledger" (not built in, no --plugin gives it): ` +
+		`install the plugin before this manifest; until one of that name is loaded, serve answers 503 for the type's facts and commands`
 	if code != 0 || !strings.Contains(stdout, want) {
 		t.Fatalf("exit %d (want 0)\n%s%s\nwant %s", code, stdout, stderr, want)
 	}

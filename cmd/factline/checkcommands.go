@@ -39,7 +39,8 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []str
 	ledgers := map[string]bool{}
 	// A layered type whose ledger no built-in ledger or plugin here is
 	// named, unless a --plugin gives it: serve's admin API refuses such a
-	// name, and serve stands in the built-in ledger for it at start.
+	// name, and serve answers 503 for the type's facts and commands until
+	// a plugin of that name is loaded.
 	var unnamed []*manifest.EntityType
 	for _, name := range layerTypes {
 		t := domain.Entities[name]
@@ -63,7 +64,7 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []str
 		for _, t := range unnamed {
 			if !slices.Contains(givenNames, t.Ledger) {
 				warnings = append(warnings, t.At(fmt.Sprintf("warning: entities.%s.ledger: no built-in ledger or plugin here is named %q (not built in, no --plugin gives it): "+
-					"install the plugin before this manifest; until one of that name is loaded, serve stands in the built-in ledger, without its rules", t.Name, t.Ledger)))
+					"install the plugin before this manifest; until one of that name is loaded, serve answers 503 for the type's facts and commands", t.Name, t.Ledger)))
 			}
 		}
 	}()
