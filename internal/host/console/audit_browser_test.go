@@ -201,6 +201,8 @@ func TestBrowserPagesFitTheViewport(t *testing.T) {
 		"/console/webhooks/" + cfg["id"].(string) + "/archive", "/console/deliveries", "/console/dead-letters", "/console/keys",
 		"/console/delivery-stats", "/console/projections", "/console/dead-letters/replay-all"}
 	operatorViews := []string{"/console/domain", "/console/plugins", "/console/stream", "/console/all-projections"}
+	run(t, browserSignIn(base, admin), chartsNarrow(t, base, "/console/delivery-stats"))
+	run(t, browserSignIn(base, operator), chartsNarrow(t, base, "/console/stream"))
 	for _, width := range []int64{1280, 375} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			run(t, browserSignIn(base, admin), fits(width, tenantViews...))
@@ -211,6 +213,31 @@ func TestBrowserPagesFitTheViewport(t *testing.T) {
 			}))
 		})
 	}
+}
+
+// chartsNarrow draws each view's charts in a wide window, then narrows
+// the window: the charts follow it (drawn once, at the first width, they
+// overflowed it).
+func chartsNarrow(t *testing.T, base string, views ...string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		for _, v := range views {
+			var charts int
+			if err := chromedp.Run(ctx, emulation.SetDeviceMetricsOverride(1280, 800, 1, false), chromedp.Navigate(base+v),
+				chromedp.WaitVisible("main canvas", chromedp.ByQuery), chromedp.Evaluate(`document.querySelectorAll("main canvas").length`, &charts),
+				emulation.SetDeviceMetricsOverride(375, 800, 1, true)); err != nil {
+				return fmt.Errorf("%s: %w", v, err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := chromedp.Run(wctx, chromedp.Poll(`document.documentElement.scrollWidth <= document.documentElement.clientWidth`, nil))
+			cancel()
+			if err != nil {
+				var got []int64
+				chromedp.Run(ctx, chromedp.Evaluate(`[document.documentElement.scrollWidth, document.documentElement.clientWidth, ...[...document.querySelectorAll("main canvas")].map(c => c.getBoundingClientRect().width)]`, &got))
+				t.Errorf("%s with %d charts drawn at 1280 px, narrowed to 375 px: page, window and chart widths %v", v, charts, got)
+			}
+		}
+		return nil
+	})
 }
 
 // A view loaded in place says so while on its way, and says when the

@@ -476,6 +476,7 @@ func TestBrowser(t *testing.T) {
 			chromedp.WaitVisible("#chart canvas", chromedp.ByQuery), chromedp.AttributeValue("#chart", "data-series", &series, &ok, chromedp.ByQuery),
 			chromedp.Evaluate(`[...document.querySelectorAll("#chart-data tbody tr")].map(tr => [tr.dataset.x, tr.dataset.group, ...[...tr.querySelectorAll("td[data-metric]")].map(td => td.textContent)])`, &table),
 			shot("projection-chart"))
+		run(t, signIn(acmeAdmin), chartsNarrow(t, base, "/console/projections?id="+cfg+"&from=2024-01-15T09:00&to=2024-01-15T11:00"))
 		var plotted struct {
 			Groups []string     `json:"groups"`
 			Data   [][]*float64 `json:"data"`
