@@ -45,6 +45,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 1, msg: fmt.Sprintf("--domain: %v", err)}
 	}
 	var layers []*manifest.Domain
+	var unsound []*manifest.Domain // layers with problems, their sound types' ledgers only
 	seen := [][]byte{manifests.Domain}
 	layer := func(file string, src []byte) {
 		// A copy of the built-in manifest is the base itself, and a copy
@@ -56,6 +57,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		d, err := manifest.ParseDomain(file, src)
 		if err != nil {
 			all = append(all, manifest.Diagnostics(file, err)...)
+			if partial := manifest.ParseDomainLedgers(file, src); partial != nil {
+				unsound = append(unsound, partial)
+			}
 			return
 		}
 		layers = append(layers, d)
@@ -137,7 +141,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, l := range layers {
 		layerTypes = append(layerTypes, l.EntityTypeNames()...)
 	}
-	problems, warnings, err := checkPlugins(ctx, domain, layerTypes, commandRoutes, pluginFiles, *pluginCache, stderr)
+	problems, warnings, err := checkPlugins(ctx, domain, layerTypes, unsound, commandRoutes, pluginFiles, *pluginCache, stderr)
 	if err != nil {
 		return err
 	}

@@ -289,7 +289,7 @@ func TestCheckReportsEachMistakeOnceInLineOrder(t *testing.T) {
 			"FILE/b.yaml:4:46: route GET /api/accounts/:id/charge: command charge of ledger account takes POST, not GET\n" +
 			"FILE/b.yaml:5:61: routes[1].action: \"got\" is not one of emit, get, create, list, query, command\n"},
 		{"escaped controls in names", []string{
-			"name: \"d\\u202E\"\nversion: \"1\"\nentities:\n  claim: {ledger: generic, fields: {}, facts: [filed]}\n",
+			"name: \"d\\u202E\"\nversion: \"1\"\nentities:\n  claim: {ledger: builtin, fields: {}, facts: [filed]}\n",
 			"name: \"g\\0\"\nversion: \"1\"\nroutes:\n  - {path: /v1/status, method: GET, entity: system, action: get, auth: public}\n",
 		}, "FILE/a.yaml:1:7: manifest.name: bidirectional control character U+202E is not allowed: it changes the order in which the text displays\n" +
 			"FILE/b.yaml:1:7: manifest.name: control character U+0000 is not allowed\n"},
@@ -309,5 +309,39 @@ func TestCheckReportsEachMistakeOnceInLineOrder(t *testing.T) {
 				t.Fatalf("exit %d (want 1), stdout:\n%swant:\n%sstderr:\n%s", code, stdout, want, stderr)
 			}
 		})
+	}
+}
+
+// TestCheckListsLedgerProblemsBesideTheParses: a domain manifest with
+// problems of its own still has each type held against its ledger
+// plugin, so one run lists every problem; the ledger's were listed only
+// once the rest were fixed.
+func TestCheckListsLedgerProblemsBesideTheParses(t *testing.T) {
+	t.Parallel()
+	d := filepath.Join(t.TempDir(), "shop.yaml")
+	src := "name: shop\nversion: \"1\"\nentities:\n" +
+		"  gizmo:\n    ledger: account\n    fields:\n      color: {type: strin}\n    facts: [made]\n" +
+		"  widget:\n    ledger: nosuchledger\n    fields: {}\n    facts: [made]\n" +
+		"  bolt:\n    ledger: \"acc\\u202eount\"\n    fields: {}\n    facts: [made]\n"
+	if err := os.WriteFile(d, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, embeddedBinary(t), "check", "--plugin-cache-dir", pluginCache, d)
+	want := []string{
+		d + `:7:21: entities.gizmo.fields.color.type: "strin" is not one of`,
+		d + `:4:3: entities.gizmo.ledger: ledger "account" serves entity types account, not "gizmo"`,
+		d + `:9:3: warning: entities.widget.ledger: no built-in ledger or plugin here is named "nosuchledger"`,
+		d + `:14:13: entities.bolt.ledger: bidirectional control character U+202E is not allowed`,
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("no line %q", w)
+		}
+	}
+	if code != 1 || t.Failed() {
+		t.Fatalf("exit %d (want 1)\n%s%s", code, stdout, stderr)
+	}
+	if n := strings.Count(stdout, "bolt"); n != 1 {
+		t.Errorf("the unsound ledger of bolt is said %d times, want once (its text problem only):\n%s", n, stdout)
 	}
 }

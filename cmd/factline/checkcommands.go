@@ -33,7 +33,12 @@ type commandRoute struct {
 // built in nor given are returned as warnings: they are checked at serve
 // time. Plugins are described (compiled) only when one is given, a
 // layered type names one, or there is a command route.
-func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []string, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
+//
+// unsound are the files' domain manifests that have problems of their
+// own, each with the entity types whose name and ledger are sound
+// (manifest.ParseDomainLedgers): those are held against their ledger
+// plugins too, so one run lists every problem.
+func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []string, unsound []*manifest.Domain, routes []commandRoute, pluginFiles []string, cacheDir string, logOut io.Writer) (problems, warnings []manifest.Diagnostic, err error) {
 	var givenNames []string // the plugins --plugin gives, by name
 	builtin := plugins.Builtin()
 	ledgers := map[string]bool{}
@@ -42,8 +47,16 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []str
 	// name, and serve answers 503 for the type's facts and commands until
 	// a plugin of that name is loaded.
 	var unnamed []*manifest.EntityType
+	var layered []*manifest.EntityType
 	for _, name := range layerTypes {
-		t := domain.Entities[name]
+		layered = append(layered, domain.Entities[name])
+	}
+	for _, d := range unsound {
+		for _, name := range d.EntityTypeNames() {
+			layered = append(layered, d.Entities[name])
+		}
+	}
+	for _, t := range layered {
 		switch {
 		case t == nil:
 		case t.At("").File == app.BuiltinDomainFile:
@@ -139,8 +152,10 @@ func checkPlugins(ctx context.Context, domain *manifest.Domain, layerTypes []str
 		}
 		return nil, false
 	}
-	if err := manifest.CheckLedgerPlugins(domain, kind, types); err != nil {
-		problems = append(problems, manifest.Diagnostics("", err)...)
+	for _, d := range append([]*manifest.Domain{domain}, unsound...) {
+		if err := manifest.CheckLedgerPlugins(d, kind, types); err != nil {
+			problems = append(problems, manifest.Diagnostics("", err)...)
+		}
 	}
 	known := pluginhost.Ledgers{Builtin: ledger.Builtin(), Registry: reg}
 	describe := func(name string) ([]manifest.LedgerCommand, bool) {

@@ -50,6 +50,9 @@ type EntityType struct {
 	// problems of merging layers (see Layer).
 	pos     Diagnostic
 	factPos []Diagnostic
+	// ledgerSound is set when the type's name and ledger parsed without
+	// a problem (see ParseDomainLedgers).
+	ledgerSound bool
 }
 
 // Field is one declared entity field.
@@ -163,6 +166,28 @@ func ParseDomain(file string, src []byte) (*Domain, error) {
 	return d, nil
 }
 
+// ParseDomainLedgers is, for a domain manifest ParseDomain refuses, the
+// entity types whose name and ledger are sound whatever their other
+// problems, each with its name, ledger and position only, for the checks
+// of a type against its ledger plugin (CheckLedgerPlugins): `factline
+// check` then lists those problems beside the parse's rather than after
+// the parse's are fixed. Nil when the document does not parse at all.
+func ParseDomainLedgers(file string, src []byte) *Domain {
+	c := &checker{file: file}
+	top := c.parseDocument(src)
+	if top == nil {
+		return nil
+	}
+	parsed := c.domain(top)
+	d := &Domain{Name: parsed.Name, Version: parsed.Version, Entities: map[string]*EntityType{}}
+	for name, t := range parsed.Entities {
+		if t.ledgerSound {
+			d.Entities[name] = &EntityType{Name: name, Ledger: t.Ledger, pos: t.pos, ledgerSound: true}
+		}
+	}
+	return d
+}
+
 // CheckDomainName reports, as a manifest Error at its name, a domain
 // manifest whose top-level name is a text other than want: a manifest
 // installed under one name that says it is another is most likely sent
@@ -216,6 +241,7 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 		}
 	} else {
 		for name, ef := range c.fields(ents.value, "entities") {
+			before := len(c.diags)
 			switch {
 			case !identRe.MatchString(name):
 				c.at(ef.key, "entity type %.80q must be lowercase letters, digits and underscores, starting with a letter", name)
@@ -225,7 +251,9 @@ func (c *checker) domain(top *yaml.Node) *Domain {
 			if name == SystemEntity {
 				c.at(ef.key, "entity type %q is the gateway's own status entity; choose another name", name)
 			}
+			nameSound := len(c.diags) == before
 			t := c.entityType(name, ef.value)
+			t.ledgerSound = t.ledgerSound && nameSound
 			t.pos = c.pos(ef.key)
 			d.Entities[name] = t
 		}
@@ -251,9 +279,11 @@ func (c *checker) entityType(name string, n *yaml.Node) *EntityType {
 	f := c.fields(n, what, "ledger", "description", "fields", "facts")
 	t := &EntityType{Name: name}
 	var ledgerNode, descNode *yaml.Node
+	before := len(c.diags)
 	t.Ledger, ledgerNode = c.str(f, "ledger", what, true, n)
-	t.Description, descNode = c.str(f, "description", what, false, n)
 	c.text(ledgerNode, what+".ledger", false)
+	t.ledgerSound = len(c.diags) == before && t.Ledger != ""
+	t.Description, descNode = c.str(f, "description", what, false, n)
 	c.text(descNode, what+".description", true)
 	if ff, ok := f["fields"]; ok {
 		usedSlots := map[string]string{}
