@@ -84,7 +84,6 @@ func (a *App) checkPluginFits(p *wasm.Plugin) error {
 		}
 		if err := manifest.CheckCommands(m.routes, m.domain, commands); err != nil {
 			for _, diag := range manifest.Diagnostics("", err) {
-				diag.Message = "a served route needs what this version lacks: " + diag.Message
 				errs = append(errs, located(diag))
 			}
 		}
