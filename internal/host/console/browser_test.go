@@ -709,28 +709,38 @@ func TestBrowser(t *testing.T) {
 	})
 
 	// A form is sent once: a second submit while the first is on its way
-	// is dropped (a double click made two keys). A page that showed a
+	// is dropped (a double click made two keys), and the page says why;
+	// past the server's deadline it is sent again (a page stopped during
+	// a stall never sent again). A page that showed a
 	// secret forgets it as it is left, so the back/forward cache cannot
 	// show it again, and asks the server again when restored from it.
 	t.Run("FormsAreSentOnceAndSecretsLeaveWithThePage", func(t *testing.T) {
 		var prevented []bool
+		var notice string
 		var created, after, once, title string
 		run(t, signIn(acmeAdmin), chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#create-key", chromedp.ByID),
 			chromedp.Evaluate(`(() => {
 				const f = document.getElementById("create-key");
-				const first = new Event("submit", {cancelable: true, bubbles: true}), second = new Event("submit", {cancelable: true, bubbles: true});
-				f.dispatchEvent(first);
-				f.dispatchEvent(second);
-				return [first.defaultPrevented, second.defaultPrevented];
+				const press = () => { const e = new Event("submit", {cancelable: true, bubbles: true}); f.dispatchEvent(e); return e.defaultPrevented; };
+				const out = [press(), press()];
+				const now = Date.now;
+				Date.now = () => now() + 36000; // past the server's 30 s deadline
+				out.push(press(), press());
+				Date.now = now;
+				return out;
 			})()`, &prevented),
+			chromedp.Text("#net-error", &notice, chromedp.ByID),
 			chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible("#create-key", chromedp.ByID),
 			chromedp.SendKeys("#key-name", "once", chromedp.ByID),
 			chromedp.Submit("#create-key", chromedp.ByID), chromedp.WaitVisible("#new-key", chromedp.ByID), text("#new-key", &created),
 			chromedp.Title(&title),
 			chromedp.Evaluate(`document.body.dataset.once || ""`, &once),
 			chromedp.Evaluate(`window.dispatchEvent(new PageTransitionEvent("pagehide")); document.getElementById("new-key").textContent`, &after))
-		if fmt.Sprint(prevented) != "[false true]" {
-			t.Errorf("submit events prevented %v, want the second only", prevented)
+		if fmt.Sprint(prevented) != "[false true false true]" {
+			t.Errorf("submit events prevented %v, want the second, and after 36 s the first sends again", prevented)
+		}
+		if !strings.Contains(notice, "This form was sent and its answer has not come yet") {
+			t.Errorf("a press dropped while the answer is awaited says %q", notice)
 		}
 		if !strings.HasPrefix(created, "fl_") || after != "" || once != "1" || title != "Factline console: New API key" {
 			t.Errorf("key %q, after leaving %q, once %q, title %q", created, after, once, title)

@@ -1,17 +1,24 @@
 // Factline console: behaviour every page shares.
 (function () {
   "use strict";
-  // A form is sent once: a second press of its button while the first
-  // request is on its way made a second key or webhook, whose secret
-  // nobody saw.
+  // A form is sent once while its answer is awaited: a second press of
+  // its button while the first request was on its way made a second key
+  // or webhook, whose secret nobody saw. Past the server's deadline for
+  // a request (30 s) and a margin, the first has been answered or cut,
+  // and a press sends again: a page whose loading was stopped during a
+  // stall never sent its form again.
+  var resendAfter = 35000;
   document.addEventListener("submit", function (e) {
     var form = e.target;
-    if (form.dataset.sent) {
+    var waited = Date.now() - Number(form.dataset.sent || 0);
+    if (form.dataset.sent && waited >= 0 && waited < resendAfter) {
       e.preventDefault();
       e.stopImmediatePropagation();
+      netError("This form was sent and its answer has not come yet. Wait for it; the form can be sent again in " +
+        Math.ceil((resendAfter - waited) / 1000) + " s if it does not come.");
       return;
     }
-    form.dataset.sent = "1";
+    form.dataset.sent = String(Date.now());
   }, true);
   window.addEventListener("pageshow", function (e) {
     if (!e.persisted) {
