@@ -95,8 +95,16 @@ func (k *Keeper) settle(ctx context.Context, write func(context.Context) error) 
 // it is for yet (write says whether it did): it is tried again until it
 // does, or until the Keeper's clock passes until (zero: no such bound).
 func (k *Keeper) settleUntil(ctx context.Context, until time.Time, write func(context.Context) (bool, error)) {
+	// The first attempt runs while the client waits: bounded by 5 s, or
+	// by 1 s when the request has already ended (its deadline passed, or
+	// the client left), so that a stalled store does not hold a late
+	// answer another 5 s; the background goes on trying.
+	bound := 5 * time.Second
+	if ctx.Err() != nil {
+		bound = time.Second
+	}
 	attempt := func() bool {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		defer cancel()
 		done, err := write(c)
 		return err == nil && done || !until.IsZero() && !k.now().Before(until)
@@ -120,6 +128,7 @@ func (k *Keeper) settleUntil(ctx context.Context, until time.Time, write func(co
 				return
 			}
 			pause = min(2*pause, 5*time.Second)
+			bound = 5 * time.Second
 			t.Reset(pause)
 		}
 	}()

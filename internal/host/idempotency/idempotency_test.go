@@ -228,3 +228,55 @@ func TestOutcomesTheStoreRefusedAreWrittenLater(t *testing.T) {
 		})
 	}
 }
+
+// deadlineOutcomes is a real store whose writes of an outcome fail, as a
+// stalled database's do, recording how long the first write was given.
+type deadlineOutcomes struct {
+	store.IdempotencyStore
+	first atomic.Int64 // ms the first write's context had left, +1
+}
+
+func (d *deadlineOutcomes) CompleteIdempotency(ctx context.Context, k store.IdemKey, status int, body []byte, headers json.RawMessage) error {
+	if dl, ok := ctx.Deadline(); ok {
+		d.first.CompareAndSwap(0, time.Until(dl).Milliseconds()+1)
+	}
+	return errDown
+}
+
+// The outcome of a request whose context ended while it ran (its deadline
+// passed during a stall) is written first with a 1 s bound, not 5 s: the
+// late answer waited another 5 s on a stalled store, 35 s in all against
+// the 30 s request deadline. A request still within its deadline keeps
+// the 5 s. Either way the write goes on in the background.
+func TestLateOutcomesWaitLittleForTheStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		ended    bool
+		min, max int64 // ms the first write was given, +1
+	}{
+		{"request ended", true, 1, 1001},
+		{"request within its deadline", false, 1001, 5001},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := &deadlineOutcomes{IdempotencyStore: teststore.Open(t, "sqlite")}
+			k := newKeeper(t, st)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			key := store.IdemKey{TenantID: "t1", Scope: "tenant", Key: "late"}
+			resp, _, err := k.Do(ctx, key, "fp", func() (idempotency.Response, error) {
+				if tc.ended {
+					cancel()
+				}
+				return idempotency.Response{Status: 201}, nil
+			})
+			if err != nil || resp.Status != 201 {
+				t.Fatalf("%+v %v, want the operation's 201", resp, err)
+			}
+			if got := st.first.Load(); got < tc.min || got > tc.max {
+				t.Fatalf("the first write of the outcome was given %d ms, want %d to %d", got-1, tc.min-1, tc.max-1)
+			}
+		})
+	}
+}
