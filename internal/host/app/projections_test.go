@@ -321,3 +321,43 @@ func fieldsOf(body map[string]any) []string {
 	}
 	return out
 }
+
+// TestProjectionQueryWithTheDatabaseDown: a query that reads the facts
+// (compute mode) while Postgres is unreachable answers the database's
+// 503, as every other read does; it answered "Projection state is
+// unavailable; retry, or query with filters.mode compute", the mode it
+// was already in, blaming the cached state, which was up.
+func TestProjectionQueryWithTheDatabaseDown(t *testing.T) {
+	t.Parallel()
+	proxied, px := testutil.ProxyPostgres(t, testutil.Postgres(t))
+	l := startLive(t, "postgres", proxied, func(c *app.Config) { c.RedisURL = testutil.Redis(t) })
+	code, body := l.call("POST", "/v1/configs", l.key, map[string]any{"type": "projection", "name": "calls", "settings": map[string]any{
+		"source": "contact", "factTypes": []string{"call"}, "timeWindow": "hour",
+		"aggregations": []map[string]any{{"field": "count", "function": "count"}}, "materialize": true, "storageVersion": 2}})
+	if code != 201 {
+		t.Fatalf("create the projection: %d %v", code, body)
+	}
+	id := fmt.Sprint(dataOf(body)["id"])
+	if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": "contact", "id": "c1", "name": "Ada", "status": "active"}); code != 201 {
+		t.Fatalf("create contact: %d %v", code, body)
+	}
+	if code, body := l.call("POST", "/v1/facts", l.key, map[string]any{"entity_id": "c1", "type": "call", "timestamp": hour0, "data": map[string]any{}}); code != 201 {
+		t.Fatalf("append: %d %v", code, body)
+	}
+	query := func(mode string) (int, http.Header, map[string]any) {
+		return l.callHeader("POST", "/v1/projections/"+id+"/query", l.key, map[string]any{"filters": map[string]any{"mode": mode, "aggregate": true}})
+	}
+	testutil.EventuallyNil(t, 30*time.Second, func() error {
+		if code, _, body := query("compute"); code != 200 {
+			return fmt.Errorf("query before the outage: %d %v", code, body)
+		}
+		return nil
+	})
+
+	px.SetDown(true)
+	code, hdr, body := query("compute")
+	if code != 503 || hdr.Get("Retry-After") != "5" || body["detail"] != "The database is not answering; retry in a few seconds" {
+		t.Fatalf("compute query with the database down: %d Retry-After %q %v", code, hdr.Get("Retry-After"), body)
+	}
+	px.SetDown(false)
+}

@@ -65,7 +65,7 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 	if q.Mode == projection.ModeVerify {
 		rep, err := rt.engine.Verify(ctx, rt.key, q)
 		if err != nil {
-			return nil, nil, queryError(name, err)
+			return nil, nil, queryError(name, q.Mode, err)
 		}
 		drift := make([]any, len(rep.Drift))
 		for i, d := range rep.Drift {
@@ -85,7 +85,7 @@ func (s *Service) Query(ctx context.Context, tenant, name string, filters map[st
 			defer cancel()
 		}
 		if res, err = rt.engine.Query(qctx, rt.key, q); err != nil {
-			return nil, nil, queryError(name, err)
+			return nil, nil, queryError(name, q.Mode, err)
 		}
 	}
 	if est := projection.Estimated(res); len(est) > 0 {
@@ -189,7 +189,7 @@ func (s *Service) currentOf(t *tracked) *runtime {
 }
 
 // queryError turns an engine error into a problem.
-func queryError(name string, err error) error {
+func queryError(name string, mode projection.QueryMode, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "projection: ")
 	switch {
 	case errors.Is(err, projection.ErrNotMaterialized):
@@ -198,6 +198,11 @@ func queryError(name string, err error) error {
 		return problem.Newf(problem.BadRequest, "Projection %s has no timeWindow: a time range needs filters.mode compute", name)
 	case errors.Is(err, projection.ErrBadQuery):
 		return problem.New(problem.BadRequest, "Invalid projection query: "+msg)
+	}
+	// The facts could not be read: the database, not the cached state,
+	// is what to wait for (the gateway says so), whatever the mode.
+	if errors.Is(err, store.ErrUnavailable) || mode == projection.ModeCompute {
+		return err
 	}
 	// What is left is the cached state failing to answer (Redis down or
 	// timing out); the facts may still be read.
