@@ -112,6 +112,10 @@ func Respond(c *fiber.Ctx, status int, data any) error { return respond(c, statu
 // with exact numbers, returning it and a copy of the raw body.
 func ReadJSON(c *fiber.Ctx) (map[string]any, []byte, error) { return readJSON(c) }
 
+// RefuseEmpty refuses the named query parameters when given with an
+// empty value (?config_id=), which a listing would read as no filter.
+func RefuseEmpty(c *fiber.Ctx, names ...string) error { return refuseEmpty(c, names...) }
+
 // CheckQuery refuses query parameters other than known, and any given
 // more than once, as a validation problem naming each.
 func CheckQuery(c *fiber.Ctx, known ...string) error { return checkQuery(c, known...) }

@@ -224,6 +224,9 @@ func (s *Service) handleDeadLetters(c *fiber.Ctx) error {
 	if err := gateway.CheckQuery(c, "config_id", "cursor", "limit"); err != nil {
 		return err
 	}
+	if err := gateway.RefuseEmpty(c, "config_id", "cursor"); err != nil {
+		return err
+	}
 	limit := 0
 	if l := c.Query("limit"); l != "" {
 		n, err := parseLimit(l)
@@ -285,12 +288,39 @@ func (s *Service) handleReplayAll(c *fiber.Ctx) error {
 	return gateway.Respond(c, fiber.StatusOK, v)
 }
 
+// timeRange reads the from and to query parameters, times in
+// milliseconds since the epoch, into from and to (left 0 when absent),
+// naming each bad one. As on GET /v1/facts a time is a positive number:
+// 0 is "no bound" inside, and a client's 0 was refused as no time at all.
+func timeRange(c *fiber.Ctx, from, to *int64) []problem.FieldError {
+	var errs []problem.FieldError
+	for _, q := range []struct {
+		name string
+		into *int64
+	}{{"from", from}, {"to", to}} {
+		v := c.Query(q.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, problem.FieldError{Field: q.name, Code: problem.CodeFormat, Message: q.name + " must be a positive number of milliseconds since the epoch"})
+			continue
+		}
+		*q.into = n
+	}
+	return errs
+}
+
 // handleDeliveries lists deliveries: ?status=pending|sent|dead,
 // ?config_id=, ?from= and ?to= (ms since the epoch, to exclusive),
 // ?cursor=, ?limit=. Every bad filter is named in one validation problem.
 func (s *Service) handleDeliveries(c *fiber.Ctx) error {
 	// A misspelt filter (stauts=dead) would list every delivery.
 	if err := gateway.CheckQuery(c, "status", "config_id", "from", "to", "cursor", "limit"); err != nil {
+		return err
+	}
+	if err := gateway.RefuseEmpty(c, "status", "config_id", "from", "to", "cursor"); err != nil {
 		return err
 	}
 	f := DeliveryFilter{Status: strings.Clone(c.Query("status")), ConfigID: strings.Clone(c.Query("config_id"))}
@@ -300,21 +330,7 @@ func (s *Service) handleDeliveries(c *fiber.Ctx) error {
 	default:
 		errs = append(errs, problem.FieldError{Field: "status", Code: problem.CodeEnum, Message: "status must be one of pending, sent, dead"})
 	}
-	for _, q := range []struct {
-		name string
-		to   *int64
-	}{{"from", &f.From}, {"to", &f.To}} {
-		v := c.Query(q.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			errs = append(errs, problem.FieldError{Field: q.name, Code: problem.CodeType, Message: q.name + " must be a time in milliseconds since the epoch"})
-			continue
-		}
-		*q.to = n
-	}
+	errs = append(errs, timeRange(c, &f.From, &f.To)...)
 	if f.From != 0 && f.To != 0 && f.To <= f.From {
 		errs = append(errs, problem.FieldError{Field: "to", Code: problem.CodeRange, Message: "to must be after from"})
 	}

@@ -26,6 +26,16 @@ func TestWebhookReadsRefuseUnknownAndRepeatedQuery(t *testing.T) {
 		{"/v1/admin/webhooks/paused?x=1", "x", "unknown_field"},
 		{"/v1/webhooks/deliveries/stats?bucket=3", "bucket", "unknown_field"},
 		{"/v1/webhooks/deliveries/stats?buckets=3&buckets=4", "buckets", "format"},
+		// An empty filter would list everything (?config_id=: a value lost
+		// in a client's template), and 0 is no time, as on GET /v1/facts:
+		// both were read as no filter, or refused as no "time in
+		// milliseconds since the epoch", which 0 is.
+		{"/v1/admin/webhooks/deliveries?config_id=", "config_id", "format"},
+		{"/v1/webhooks/deliveries?cursor=", "cursor", "format"},
+		{"/v1/admin/webhooks/dead-letters?config_id=", "config_id", "format"},
+		{"/v1/admin/webhooks/deliveries?from=0", "from", "format"},
+		{"/v1/webhooks/deliveries/stats?from=0&to=1", "from", "format"},
+		{"/v1/webhooks/deliveries/stats?to=", "to", "format"},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			key := a.admin
@@ -41,6 +51,9 @@ func TestWebhookReadsRefuseUnknownAndRepeatedQuery(t *testing.T) {
 			}
 			if err := json.Unmarshal(r.raw, &p); err != nil || len(p.Errors) != 1 || p.Errors[0].Field != c.field || p.Errors[0].Code != c.code {
 				t.Fatalf("errors %s, want %s %s", r.raw, c.field, c.code)
+			}
+			if c.path == "/v1/admin/webhooks/deliveries?from=0" && !strings.Contains(string(r.raw), "from must be a positive number of milliseconds since the epoch") {
+				t.Errorf("from=0 is refused with %s", r.raw)
 			}
 		})
 	}

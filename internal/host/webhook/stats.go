@@ -147,23 +147,11 @@ func (s *Service) handleStats(c *fiber.Ctx) error {
 	if err := gateway.CheckQuery(c, "from", "to", "buckets"); err != nil {
 		return err
 	}
-	f := StatsFilter{Buckets: defaultStatsBuckets}
-	var errs []problem.FieldError
-	for _, q := range []struct {
-		name string
-		to   *int64
-	}{{"from", &f.From}, {"to", &f.To}} {
-		v := c.Query(q.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			errs = append(errs, problem.FieldError{Field: q.name, Code: problem.CodeType, Message: q.name + " must be a time in milliseconds since the epoch"})
-			continue
-		}
-		*q.to = n
+	if err := gateway.RefuseEmpty(c, "from", "to", "buckets"); err != nil {
+		return err
 	}
+	f := StatsFilter{Buckets: defaultStatsBuckets}
+	errs := timeRange(c, &f.From, &f.To)
 	if v := c.Query("buckets"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxStatsBuckets {
