@@ -656,6 +656,10 @@ func (k *kit) replay(ctx context.Context) {
 				res, err := k.decide(ctx, in)
 				var ce *pluginrt.CallError
 				switch {
+				case errors.As(err, &ce) && ce.Status == abi.StatusPanic:
+					k.add(CheckReplay, Fail, "command %q panicked on the sample input %s (%s); the host answers such a call 500: "+
+						"refuse an input the command cannot use (sdk.Invalid, sdk.Refuse)", s.command, clip(string(s.input)), ce.Message)
+					return
 				case errors.As(err, &ce):
 					continue // a refusal is a fine answer
 				case err != nil:
@@ -732,6 +736,10 @@ func (k *kit) actions(ctx context.Context) {
 			res, err := k.handle(ctx, abi.HandleInput{Handler: h, Fact: f})
 			var ce *pluginrt.CallError
 			switch {
+			case errors.As(err, &ce) && ce.Status == abi.StatusPanic:
+				k.add(CheckReplay, Fail, "handler %s panicked on a sample %s.%s fact (%s); the host skips such a fact (logged, counted as handler_error), "+
+					"so what it should have caused is lost", h, f.Type, f.Subtype, ce.Message)
+				return
 			case errors.As(err, &ce):
 				continue
 			case err != nil:

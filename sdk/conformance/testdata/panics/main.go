@@ -1,6 +1,7 @@
-// Command panics is a well-behaved fixture despite its name: its command
-// panics, and the SDK turns the panic into a status 5 reply, which is an
-// error reply, not a trap. It passes every check.
+// Command panics is a ledger whose command panics on every input: the SDK
+// turns the panic into a status 5 reply, an error reply rather than a
+// trap, but the host answers every such call 500, and the kit's replay
+// check fails it.
 package main
 
 import "github.com/factline/factline/sdk"
