@@ -523,6 +523,9 @@ func TestHostErrors(t *testing.T) {
 		deep := `{"type":"account","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
 		h.req("POST", "/v1/entities", h.keyA, deep).wantProblem(t, 400, "bad-request", "Bad Request", "Malformed JSON body: nested more than 10000 levels deep at byte 10022")
 		h.req("POST", "/v1/entities", h.keyA, "").wantProblem(t, 400, "bad-request", "Bad Request", "Request body is required: send a JSON object")
+		// encoding/json named the mark's first byte as a letter: "invalid character 'ï'".
+		h.req("POST", "/v1/entities", h.keyA, "\xEF\xBB\xBF"+`{"type":"account"}`).wantProblem(t, 400, "bad-request", "Bad Request",
+			"Malformed JSON body: it starts with a byte order mark (EF BB BF); send the JSON without it")
 		h.req("POST", "/v1/entities", h.keyA, `{"type":"account"}`, "Content-Type", "text/plain").
 			wantProblem(t, 415, "unsupported-media-type", "Unsupported Media Type", "Content-Type must be application/json (got text/plain)")
 		h.req("POST", "/v1/entities", h.keyA, `{"type":"account"}`, "Content-Type", "application/json; charset=latin1").

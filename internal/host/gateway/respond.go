@@ -144,6 +144,10 @@ func readJSON(c *fiber.Ctx) (map[string]any, []byte, error) {
 	return m, raw, err
 }
 
+// utf8BOM is the byte order mark, which RFC 8259 forbids a JSON text to
+// begin with.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // readJSONShape is readJSON that also returns the body's shape. Every
 // string, key and number of the body is checked against what the stores
 // can hold (store.Inspect reads the raw bytes, before the decoder turns
@@ -156,6 +160,11 @@ func readJSONShape(c *fiber.Ctx) (map[string]any, []byte, store.Shape, error) {
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil, store.Shape{}, problem.New(problem.BadRequest, "Request body is required: send a JSON object")
+	}
+	if bytes.HasPrefix(body, utf8BOM) {
+		// encoding/json's words for it name the first byte as a Latin-1
+		// letter ("invalid character 'ï'").
+		return nil, nil, store.Shape{}, problem.New(problem.BadRequest, "Malformed JSON body: it starts with a byte order mark (EF BB BF); send the JSON without it")
 	}
 	m, err := platform.DecodeObject(body)
 	if err != nil {
