@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
+	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
@@ -254,4 +255,27 @@ func TestIndexedNumbersAreExact(t *testing.T) {
 		h.req("PATCH", "/v1/entities/"+legacy, h.keyA, `{"version":3,"priority":9007199254740993}`).
 			wantFieldError(t, "priority", "range", "would be indexed as 9007199254740992")
 	})
+}
+
+// TestNotFoundShowsOddIdsEscaped: an id no one could have stored, sent to
+// look something up, is shown in the 404's detail quoted, its unprintable
+// characters escaped and cut to 64 characters: a right-to-left override
+// reordered the detail, and a 3,000-character id was echoed whole. An id
+// that could be stored is shown as sent.
+func TestNotFoundShowsOddIdsEscaped(t *testing.T) {
+	t.Parallel()
+	h := setup(t, "sqlite")
+	long := strings.Repeat("x", 3000)
+	for _, tc := range []struct{ name, path, detail string }{
+		{"plain", "/v1/entities/acct-none?entity_type=account", "Entity acct-none not found"},
+		{"bidi override", "/v1/entities/%E2%80%AEt1?entity_type=account", `Entity "\u202et1" not found`},
+		{"long", "/v1/entities/" + long + "?entity_type=account", `Entity "` + long[:64] + `"... not found`},
+		{"config", "/v1/configs/%E2%80%AEc1", `Config "\u202ec1" not found`},
+		{"fact", "/v1/facts/f%07x", `Fact "f\ax" not found`},
+		{"printable", "/v1/facts/f%20%3Cx%3E", `Fact f <x> not found`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.req("GET", tc.path, h.keyA, nil).wantProblem(t, 404, "not-found", "Not Found", tc.detail)
+		})
+	}
 }

@@ -170,7 +170,7 @@ func (s *Service) CreateConfig(ctx context.Context, tenant string, in ConfigInpu
 }
 
 func configNotFound(id string) error {
-	return problem.Newf(problem.NotFound, "Config %s not found", id)
+	return problem.Newf(problem.NotFound, "Config %s not found", shownID(id))
 }
 
 // GetConfig returns the current version of a config.

@@ -441,7 +441,7 @@ func (s *Service) GetFact(ctx context.Context, tenant, factID string) (*store.Fa
 	f, err := s.store.GetFact(ctx, tenant, factID)
 	endStore(span, err)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, problem.Newf(problem.NotFound, "Fact %s not found", factID)
+		return nil, problem.Newf(problem.NotFound, "Fact %s not found", shownID(factID))
 	}
 	if err != nil {
 		return nil, storeErr("get fact", err)

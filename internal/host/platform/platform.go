@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -203,7 +205,23 @@ func (s *Service) ledgerFor(t *manifest.EntityType) ledger.Ledger {
 }
 
 func entityNotFound(id string) error {
-	return problem.Newf(problem.NotFound, "Entity %s not found", id)
+	return problem.Newf(problem.NotFound, "Entity %s not found", shownID(id))
+}
+
+// shownID is an id as a problem's detail shows it: as sent when it is at
+// most 128 bytes of printable characters, else quoted with its
+// unprintable characters escaped and cut to 64 characters, so that a
+// right-to-left override or a 3,000-character id sent to look something
+// up does not reorder or flood the text read back (and logged, and shown
+// in the console).
+func shownID(id string) string {
+	if len(id) > 0 && len(id) <= 128 && strings.IndexFunc(id, func(r rune) bool { return !strconv.IsPrint(r) }) < 0 {
+		return id
+	}
+	if r := []rune(id); len(r) > 64 {
+		return strconv.QuoteToASCII(string(r[:64])) + "..."
+	}
+	return strconv.QuoteToASCII(id)
 }
 
 // storeErr maps an unexpected store error to an internal problem, keeping
