@@ -777,3 +777,32 @@ func TestLedgerPluginAbsentAtStartAnswers503(t *testing.T) {
 		t.Fatalf("facts of m1: %d %v, want only the one the plugin decided", code, body)
 	}
 }
+
+// TestRefusedDomainManifestListsItsLedgerProblemsToo: a domain manifest
+// with a problem of its own is refused with its types' ledger problems
+// beside it, so one answer lists every problem; the unknown ledger was
+// reported only once the misspelt field type was fixed.
+func TestRefusedDomainManifestListsItsLedgerProblemsToo(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	src := "name: zz\nversion: \"1\"\nentities:\n" +
+		"  zz:\n    ledger: nope\n    fields: {status: {type: strng, storage: ix_s_1}}\n    facts: [made]\n" +
+		"  yy:\n    ledger: account\n    fields: {}\n    facts: [made]\n"
+	code, body := l.putDomain("zz", src)
+	errs := fmt.Sprint(body["errors"])
+	for _, want := range []string{
+		`domain/zz:4:3: entities.zz.ledger: no built-in ledger or installed plugin is named "nope"`,
+		`domain/zz:6:29: entities.zz.fields.status.type: "strng" is not one of`,
+		`domain/zz:8:3: entities.yy.ledger: ledger "account" serves entity types account, not "yy"`,
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("no problem %q", want)
+		}
+	}
+	if code != 422 || t.Failed() {
+		t.Fatalf("%d %v", code, body)
+	}
+	if code, body := l.call("GET", "/v1/admin/domain", l.op, nil); code != 200 || strings.Contains(fmt.Sprint(body), "zz") {
+		t.Fatalf("the refused manifest is listed: %d %v", code, body)
+	}
+}

@@ -98,6 +98,9 @@ func (a *App) domainRoutes() []gateway.Route {
 		if err := manifest.CheckDomainName(StoredDomainFile(name), src, name); err != nil {
 			return refusedDomain(name, err)
 		}
+		if err := a.parsesWithLedgers(gateway.Context(c), StoredDomainFile(name), src); err != nil {
+			return refusedDomain(name, err)
+		}
 		sum := sha256.Sum256(src)
 		l := store.DomainLayer{Name: name, Source: src, SHA256: hex.EncodeToString(sum[:]), UpdatedAt: time.Now().UnixMilli()}
 		status := fiber.StatusCreated
@@ -303,6 +306,29 @@ func (a *App) changeLayersLocked(c *fiber.Ctx, name string, edit func([]store.Do
 
 // refusedDomain turns manifest problems into a 422 listing each at its
 // file:line:col; other errors (the store) pass through to their mapping.
+// parsesWithLedgers refuses a domain manifest that does not parse with
+// its problems and, beside them, those of its types whose name and ledger
+// are sound against their ledgers (manifest.CheckLedgers): the answer
+// lists every problem rather than the ledgers' only once the rest are
+// fixed. A manifest that parses is left to the change's check.
+func (a *App) parsesWithLedgers(ctx context.Context, file string, src []byte) error {
+	_, err := manifest.ParseDomain(file, src)
+	if err == nil {
+		return nil
+	}
+	diags := manifest.Diagnostics(file, err)
+	if partial := manifest.ParseDomainLedgers(file, src); partial != nil {
+		lerr := manifest.CheckLedgers(ctx, partial, a.changeEnv())
+		var me *manifest.Error
+		if lerr != nil && !errors.As(lerr, &me) {
+			return lerr // the store failed
+		}
+		diags = append(diags, manifest.Diagnostics(file, lerr)...)
+	}
+	manifest.SortDiagnostics(diags)
+	return &manifest.Error{Diagnostics: diags}
+}
+
 func refusedDomain(name string, err error) error {
 	var me *manifest.Error
 	if !errors.As(err, &me) {

@@ -148,11 +148,17 @@ func (a *App) checkFilesLocked(ctx context.Context, files manifestFiles, stored 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes,
-		PluginKind: a.pluginKind, HandlerServed: a.handlerServed}); err != nil {
+	if err := manifest.CheckChange(ctx, a.Platform.Domain(), next, a.changeEnv()); err != nil {
 		return nil, nil, err
 	}
 	return next, gw, nil
+}
+
+// changeEnv is what a domain change is checked against: the stored data
+// and the ledgers and handlers installed.
+func (a *App) changeEnv() manifest.ChangeEnv {
+	return manifest.ChangeEnv{Usage: a.Store, LedgerInstalled: a.ledgerInstalled, LedgerEntityTypes: a.ledgers.EntityTypes,
+		PluginKind: a.pluginKind, HandlerServed: a.handlerServed}
 }
 
 // applyLocked checks the model stored gives with the files being served

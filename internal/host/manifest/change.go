@@ -169,6 +169,36 @@ func CheckChange(ctx context.Context, cur, next *Domain, env ChangeEnv) error {
 	return nil
 }
 
+// CheckLedgers holds each entity type of d against its ledger as
+// CheckChange holds a new or re-ledgered one: a built-in ledger or an
+// installed plugin must be named, and a plugin must be a ledger that
+// serves the type. It is for a manifest refused for other problems
+// (ParseDomainLedgers), so that one answer lists every problem. Problems
+// are returned together as an *Error.
+func CheckLedgers(ctx context.Context, d *Domain, env ChangeEnv) error {
+	var diags []Diagnostic
+	for _, name := range d.EntityTypeNames() {
+		t := d.Entities[name]
+		ok, err := env.LedgerInstalled(ctx, t.Ledger)
+		if err != nil {
+			return fmt.Errorf("check ledgers: %w", err)
+		}
+		msg := ""
+		if !ok {
+			msg = fmt.Sprintf("entities.%s.ledger: no built-in ledger or installed plugin is named %q", name, t.Ledger)
+		} else {
+			msg = ledgerPluginProblem(name, t, env.PluginKind, env.LedgerEntityTypes)
+		}
+		if msg != "" {
+			diags = append(diags, t.At(msg))
+		}
+	}
+	if len(diags) > 0 {
+		return &Error{Diagnostics: diags}
+	}
+	return nil
+}
+
 // CheckLedgerPlugins checks each entity type whose ledger names a plugin
 // the functions know: it must be a ledger plugin, and one that declares
 // the type. kind tells a plugin's kind ("" when no plugin of that name is
