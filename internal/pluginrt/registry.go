@@ -87,12 +87,12 @@ func (e *entry) known(sha, version string) previous {
 
 // Info describes an installed plugin for listings.
 type Info struct {
-	Name     string    `json:"name"`
-	Version  string    `json:"version"`
-	Kind     string    `json:"kind"`
-	SHA256   string    `json:"sha256"`
-	LoadedAt time.Time `json:"loaded_at"`
-	Stats    Stats     `json:"stats"`
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Kind     string `json:"kind"`
+	SHA256   string `json:"sha256"`
+	LoadedAt int64  `json:"loaded_at"` // ms since the epoch, as every time the API answers
+	Stats    Stats  `json:"stats"`
 	// Previous is the version Rollback would restore, if any, and
 	// PreviousSHA256 its module's digest: two builds may share a version.
 	Previous       *string `json:"previous,omitempty"`
@@ -376,7 +376,7 @@ func (r *Registry) Wait() { r.bg.Wait() }
 func infoOf(p *Plugin) Info {
 	return Info{
 		Name: p.desc.Name, Version: p.desc.Version, Kind: p.desc.Kind,
-		SHA256: p.sha, LoadedAt: p.loadedAt, Stats: p.Stats(),
+		SHA256: p.sha, LoadedAt: p.loadedAt.UnixMilli(), Stats: p.Stats(),
 	}
 }
 

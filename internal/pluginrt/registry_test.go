@@ -315,7 +315,7 @@ func TestRegistryListsPlugins(t *testing.T) {
 		t.Fatalf("List = %+v", list)
 	}
 	if list[0].Kind != "ledger" || list[1].Kind != "subscription" || list[0].SHA256 != l.SHA256() ||
-		list[0].Stats.Calls != 1 || list[0].LoadedAt.IsZero() || list[0].Previous != nil {
+		list[0].Stats.Calls != 1 || list[0].LoadedAt <= 0 || list[0].Previous != nil {
 		t.Errorf("List = %+v", list)
 	}
 	if _, ok := r.Get("nothing"); ok {

@@ -381,6 +381,12 @@ func TestPluginAdminAPI(t *testing.T) {
 				t.Errorf("plugin listing lacks %s: %v", k, m)
 			}
 		}
+		// A time, as every time the API answers: milliseconds since the
+		// epoch as a JSON number (it was RFC 3339 text).
+		n, _ := m["loaded_at"].(json.Number)
+		if at, err := n.Int64(); err != nil || at < time.Now().Add(-time.Hour).UnixMilli() || at > time.Now().UnixMilli() {
+			t.Errorf("loaded_at %#v (%v), want milliseconds since the epoch of the last hour", m["loaded_at"], err)
+		}
 	}
 	for _, n := range []string{"account", "asset", "generic", "followup"} {
 		if !names[n] {
