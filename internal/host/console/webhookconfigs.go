@@ -227,6 +227,8 @@ func (c *Console) saveWebhook(fc *fiber.Ctx, s *session) error {
 		f.Created = created
 		if f.NewSecret {
 			err = withoutSecretRefErrors(err)
+		} else if f.SecretRef == "" {
+			err = noSecretChosen(err)
 		}
 		c.rebase(ctx, s, f, err)
 		return c.formProblem(fc, s, f, err)
@@ -311,6 +313,25 @@ func withoutSecretRefErrors(err error) error {
 	for _, fe := range pe.Errors {
 		if fe.Field != secretRefField {
 			out.Errors = append(out.Errors, fe)
+		}
+	}
+	return &out
+}
+
+// noSecretChosen says, for a form that neither asked for a new secret
+// nor referenced one, what to do in the form's words: the API's "secret_ref
+// is required" names a request's field and an endpoint the form does not
+// show.
+func noSecretChosen(err error) error {
+	var pe *apiError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	out := *pe
+	out.Errors = slices.Clone(pe.Errors)
+	for i, fe := range out.Errors {
+		if fe.Field == secretRefField {
+			out.Errors[i].Message = "Choose a secret: tick \"Create a new secret\", or give the reference of an existing one"
 		}
 	}
 	return &out

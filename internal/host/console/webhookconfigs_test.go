@@ -228,6 +228,16 @@ func TestWebhookFormShowsValidationProblems(t *testing.T) {
 	if m == nil || !strings.Contains(m[1], "followed by a host; url") {
 		t.Errorf("two problems of url, want them separated by \"; \": %q", m)
 	}
+	// Neither a new secret nor a reference: the problem says so in the
+	// form's words; it said the reference "must be webhook_secret_
+	// followed by lowercase letters and digits".
+	resp = do(t, a, "POST", "/console/webhooks", cookie, url.Values{"csrf": {csrf}, "name": {"none"},
+		"url": {"https://hooks.example.com/ok"}, "triggers": {"outcome.deal_won"}, "secret_ref": {""}})
+	none := body(t, resp)
+	m = regexp.MustCompile(`<span class="problem field-error" id="secret_ref-error">([^<]+)</span>`).FindStringSubmatch(none)
+	if resp.StatusCode != http.StatusBadRequest || m == nil || !strings.Contains(html.UnescapeString(m[1]), `Choose a secret: tick "Create a new secret", or give the reference of an existing one`) {
+		t.Errorf("no secret chosen: %d, beside the reference %q", resp.StatusCode, m)
+	}
 	for _, typed := range []string{`value="typed name"`, `value="http://insecure"`, `value="Bad-Trigger"`, `value="99"`, `value="soon"`} {
 		if !strings.Contains(page, typed) {
 			t.Errorf("the form lost %s", typed)

@@ -159,7 +159,7 @@ func ParseSettings(m map[string]any) (Settings, []problem.FieldError) {
 	}
 
 	switch v, ok := m["secret_ref"]; {
-	case !ok || v == nil:
+	case !ok || v == nil || v == "":
 		errs.add("secret_ref", problem.CodeRequired, "secret_ref is required: create a secret with POST /v1/admin/webhooks/secrets and reference it here")
 	default:
 		ref, isStr := v.(string)
