@@ -183,11 +183,9 @@ func CheckLedgers(ctx context.Context, d *Domain, env ChangeEnv) error {
 		if err != nil {
 			return fmt.Errorf("check ledgers: %w", err)
 		}
-		msg := ""
+		msg := ledgerPluginProblem(name, t, env.PluginKind, env.LedgerEntityTypes)
 		if !ok {
 			msg = fmt.Sprintf("entities.%s.ledger: no built-in ledger or installed plugin is named %q", name, t.Ledger)
-		} else {
-			msg = ledgerPluginProblem(name, t, env.PluginKind, env.LedgerEntityTypes)
 		}
 		if msg != "" {
 			diags = append(diags, t.At(msg))
