@@ -25,18 +25,6 @@
       return "\u2068" + k + "\u2069: \u2068" + v + "\u2069";
     }).join(", ");
   }
-  // fit keeps the plot as wide as its box, up to 1100 px, as the window
-  // narrows or widens: drawn once at the width of the first layout, it
-  // overflowed a narrowed window.
-  function fit(box, u) {
-    if (box.fitter) box.fitter.disconnect();
-    if (typeof ResizeObserver === "undefined") return;
-    box.fitter = new ResizeObserver(function () {
-      var w = Math.min(box.clientWidth || 900, 1100);
-      if (w !== u.width) u.setSize({ width: w, height: u.height });
-    });
-    box.fitter.observe(box);
-  }
   function draw() {
     var box = document.getElementById("chart");
     var table = document.getElementById("chart-data");
@@ -80,7 +68,7 @@
     box.textContent = "";
     var u = new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 320, series: series, scales: { x: { time: true, range: xRange } }, tzDate: utc,
         hooks: { setScale: [function (u, key) { if (key === "x") box.dataset.xrange = JSON.stringify([u.scales.x.min, u.scales.x.max]); }] } }, data, box);
-    fit(box, u);
+    if (window.fitPlot) window.fitPlot(box, u);
     box.dataset.metric = metric;
     box.dataset.series = JSON.stringify({ groups: groups, data: data });
   }

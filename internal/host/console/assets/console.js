@@ -70,6 +70,19 @@
   document.addEventListener("htmx:timeout", function () {
     netError("The console did not answer in time. Nothing changed; try again, or reload the page.");
   });
+  // fitPlot keeps a chart (uPlot) as wide as its box, up to 1100 px, as
+  // the window narrows or widens: drawn once at the width of the first
+  // layout, a chart overflowed a narrowed window. chart.js and
+  // timechart.js call it; this script runs before them.
+  window.fitPlot = function (box, u) {
+    if (box.fitter) box.fitter.disconnect();
+    if (typeof ResizeObserver === "undefined") return;
+    box.fitter = new ResizeObserver(function () {
+      var w = Math.min(box.clientWidth || 900, 1100);
+      if (w !== u.width) u.setSize({ width: w, height: u.height });
+    });
+    box.fitter.observe(box);
+  };
   window.addEventListener("pagehide", function () {
     document.querySelectorAll("[data-secret]").forEach(function (el) { el.textContent = ""; });
   });

@@ -13,18 +13,6 @@
     var xs = u.data[0];
     return xs && xs.length === 1 ? [xs[0] - 3600, xs[0] + 3600] : [min, max];
   }
-  // fit keeps a plot as wide as its box, up to 1100 px, as the window
-  // narrows or widens: drawn once at the width of the first layout, it
-  // overflowed a narrowed window.
-  function fit(box, u) {
-    if (box.fitter) box.fitter.disconnect();
-    if (typeof ResizeObserver === "undefined") return;
-    box.fitter = new ResizeObserver(function () {
-      var w = Math.min(box.clientWidth || 900, 1100);
-      if (w !== u.width) u.setSize({ width: w, height: u.height });
-    });
-    box.fitter.observe(box);
-  }
   function draw() {
     var boxes = document.querySelectorAll("div.timechart");
     if (!boxes.length) return;
@@ -56,7 +44,7 @@
       box.textContent = "";
       var u = new uPlot({ width: Math.min(box.clientWidth || 900, 1100), height: 260, series: series, scales: { x: { time: true, range: xRange } }, tzDate: utc,
         hooks: { setScale: [function (u, key) { if (key === "x") box.dataset.xrange = JSON.stringify([u.scales.x.min, u.scales.x.max]); }] } }, data, box);
-      fit(box, u);
+      if (window.fitPlot) window.fitPlot(box, u);
       box.dataset.plotted = JSON.stringify({ series: names, data: data });
     });
   }
