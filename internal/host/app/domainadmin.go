@@ -304,8 +304,6 @@ func (a *App) changeLayersLocked(c *fiber.Ctx, name string, edit func([]store.Do
 	return removed, &before[i], nil
 }
 
-// refusedDomain turns manifest problems into a 422 listing each at its
-// file:line:col; other errors (the store) pass through to their mapping.
 // parsesWithLedgers refuses a domain manifest that does not parse with
 // its problems and, beside them, those of its types whose name and ledger
 // are sound against their ledgers (manifest.CheckLedgers): the answer
@@ -329,6 +327,8 @@ func (a *App) parsesWithLedgers(ctx context.Context, file string, src []byte) er
 	return &manifest.Error{Diagnostics: diags}
 }
 
+// refusedDomain turns manifest problems into a 422 listing each at its
+// file:line:col; other errors (the store) pass through to their mapping.
 func refusedDomain(name string, err error) error {
 	var me *manifest.Error
 	if !errors.As(err, &me) {
