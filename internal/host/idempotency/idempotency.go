@@ -112,6 +112,7 @@ func (k *Keeper) settleUntil(ctx context.Context, until time.Time, write func(co
 	if attempt() {
 		return
 	}
+	bound = 5 * time.Second // no client waits for the background
 	k.settling.Add(1)
 	go func() {
 		defer k.settling.Done()
@@ -128,7 +129,6 @@ func (k *Keeper) settleUntil(ctx context.Context, until time.Time, write func(co
 				return
 			}
 			pause = min(2*pause, 5*time.Second)
-			bound = 5 * time.Second
 			t.Reset(pause)
 		}
 	}()
