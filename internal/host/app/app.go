@@ -622,6 +622,8 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 		a.cfg.Logger.Warn("sample stream lag", "err", err)
 	})
 	go a.pollDomainLayers(bg, domainPoll)
+	var checks sync.WaitGroup // one-off checks at start, waited for at stop
+	checks.Go(func() { a.warnOfUndeclaredTypes(bg) })
 	go a.watchManifest(bg, hup)
 
 	served := make(chan error, 1)
@@ -656,6 +658,7 @@ func (a *App) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	}
 	cancel()
 	stopBG()
+	checks.Wait()
 	if serr := a.Subscriptions.Stop(context.Background()); serr != nil {
 		a.cfg.Logger.Warn("stop subscriptions", "err", serr)
 	}

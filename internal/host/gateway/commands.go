@@ -57,7 +57,7 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	}
 	// A stored entity whose type the domain no longer declares (the
 	// manifest was reloaded without it) has no ledger to run commands.
-	if err := s.platform.CheckEntityType(e.Type); err != nil {
+	if err := s.platform.CheckStoredType(e); err != nil {
 		return err
 	}
 	cmd, ok := s.platform.FindCommand(e.Type, c.Method(), path)

@@ -18,10 +18,11 @@ type CommandOutcome struct {
 	Result json.RawMessage
 }
 
-// CheckEntityType returns the contract's bad request (Unknown entity
-// type: <type>) when the domain does not declare the type.
-func (s *Service) CheckEntityType(name string) error {
-	_, err := s.entityType(name)
+// CheckStoredType returns the contract's bad request (Unknown entity
+// type: <type>, naming the entity) when the domain no longer declares the
+// type of the stored entity e.
+func (s *Service) CheckStoredType(e *store.Entity) error {
+	_, err := s.storedType(e)
 	return err
 }
 

@@ -209,7 +209,7 @@ func (s *Service) UpdateEntity(ctx context.Context, tenant string, in UpdateEnti
 	if cur.Version != in.ExpectedVersion {
 		return nil, versionConflict(in.ID, cur.Version, in.ExpectedVersion)
 	}
-	t, err := s.entityType(cur.Type)
+	t, err := s.storedType(cur)
 	if err != nil {
 		return nil, err
 	}

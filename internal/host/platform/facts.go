@@ -116,9 +116,9 @@ func (s *Service) AppendFact(ctx context.Context, tenant string, in AppendFactIn
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.entityType(e.Type)
+	t, err := s.storedType(e)
 	if err != nil {
-		return nil, storeErr("append fact", fmt.Errorf("stored entity %s has undeclared type %q", e.ID, e.Type))
+		return nil, err
 	}
 	if !t.AllowsFact(in.Type) {
 		// A stored change not applied here yet may declare it.
@@ -187,7 +187,7 @@ func (s *Service) loadForWrite(ctx context.Context, tenant, entityID string) (*s
 // execute is Execute on a copy of e read after mark was taken (the zero
 // mark: a copy of unknown age).
 func (s *Service) execute(ctx context.Context, tenant string, e *store.Entity, mark readMark, cmd ledger.Command, prov Provenance, expectedVersion int64) ([]store.Fact, json.RawMessage, error) {
-	t, err := s.entityType(e.Type)
+	t, err := s.storedType(e)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -180,6 +180,21 @@ func (s *Service) entityType(name string) (*manifest.EntityType, error) {
 	return t, nil
 }
 
+// storedType resolves the type of a stored entity. A type the domain no
+// longer declares (a restart or reload without its manifest) is the
+// contract's unknown entity type, said of the entity the client named
+// rather than of a type it never sent; never a server error.
+func (s *Service) storedType(e *store.Entity) (*manifest.EntityType, error) {
+	if t, ok := s.domain.Load().Entities[e.Type]; ok {
+		return t, nil
+	}
+	what := fmt.Sprintf("Unknown entity type: %s (the type of entity %s, which no domain manifest declares now)", e.Type, shownID(e.ID))
+	if s.modelBehind != nil && s.modelBehind() {
+		return nil, modelUpdating(what)
+	}
+	return nil, problem.New(problem.BadRequest, what)
+}
+
 // ModelUpdating returns the 503 to retry (naming what) while a stored
 // change of the domain model that may add routes is not applied on this
 // process yet, and nil otherwise: a route the change adds is then about to

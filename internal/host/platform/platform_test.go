@@ -233,3 +233,61 @@ func FuzzDecodeObject(f *testing.F) {
 		}
 	})
 }
+
+// TestEntitiesOfATypeNoLongerDeclared: after the domain loses a type (a
+// restart or reload without its manifest), every write to a stored entity
+// of it is the contract's unknown entity type, naming the entity, and
+// changes nothing; reads still serve it.
+func TestEntitiesOfATypeNoLongerDeclared(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		ctx := context.Background()
+		svc := newService(t, backend, 10)
+		if _, err := svc.CreateEntity(ctx, "t1", platform.CreateEntityInput{Type: "account", ID: "acct-1", Fields: map[string]any{"name": "One"}}); err != nil {
+			t.Fatal(err)
+		}
+		without, err := manifest.ParseDomain("test.yaml", []byte(`
+name: test
+version: "2"
+entities:
+  counter:
+    ledger: capped
+    fields: {}
+    facts: [tick]
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.SetDomain(without); err != nil {
+			t.Fatal(err)
+		}
+		const want = "Unknown entity type: account (the type of entity acct-1, which no domain manifest declares now)"
+		writes := map[string]func() error{
+			"append fact": func() error {
+				_, err := svc.AppendFact(ctx, "t1", platform.AppendFactInput{EntityID: "acct-1", Type: "deposit"})
+				return err
+			},
+			"update": func() error {
+				_, err := svc.UpdateEntity(ctx, "t1", platform.UpdateEntityInput{ID: "acct-1", ExpectedVersion: 1, Patch: map[string]any{"name": "Two"}})
+				return err
+			},
+			"command": func() error {
+				_, err := svc.RunCommand(ctx, "t1", "acct-1", ledger.CommandAppend, json.RawMessage(`{"type":"deposit"}`), platform.Provenance{})
+				return err
+			},
+		}
+		for name, write := range writes {
+			var pe *problem.Error
+			if err := write(); !errors.As(err, &pe) || pe.Kind != problem.BadRequest || pe.Detail != want {
+				t.Errorf("%s: %v, want a bad request %q", name, err, want)
+			}
+		}
+		e, err := svc.LoadEntity(ctx, "t1", "acct-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Version != 1 {
+			t.Errorf("entity at version %d after refused writes, want 1", e.Version)
+		}
+		assertNoFacts(t, svc, "acct-1")
+	})
+}

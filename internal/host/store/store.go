@@ -511,6 +511,10 @@ type TypeUsage struct {
 type DomainUsageStore interface {
 	// EntityTypeUsage describes the stored entities of a type.
 	EntityTypeUsage(ctx context.Context, entityType string) (*TypeUsage, error)
+	// EntityTypeCounts counts the stored entities of each type, across
+	// tenants. It reads every entity row: for a check at start, not for
+	// requests.
+	EntityTypeCounts(ctx context.Context) (map[string]int64, error)
 	// FactTypeInUse reports whether a fact of factType is recorded on an
 	// entity of entityType.
 	FactTypeInUse(ctx context.Context, entityType, factType string) (bool, error)

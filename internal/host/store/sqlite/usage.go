@@ -30,6 +30,28 @@ func (s *Store) EntityTypeUsage(ctx context.Context, entityType string) (*store.
 	return u, nil
 }
 
+// EntityTypeCounts counts the stored entities of each type across tenants.
+func (s *Store) EntityTypeCounts(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT type, count(*) FROM entities GROUP BY type`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count entities by type: %w", interpretError(err))
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var typ string
+		var n int64
+		if err := rows.Scan(&typ, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: count entities by type: %w", interpretError(err))
+		}
+		counts[typ] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count entities by type: %w", interpretError(err))
+	}
+	return counts, nil
+}
+
 // FactTypeInUse reports whether a fact of factType is recorded on an entity
 // of entityType, in any tenant.
 func (s *Store) FactTypeInUse(ctx context.Context, entityType, factType string) (bool, error) {

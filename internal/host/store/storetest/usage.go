@@ -10,6 +10,7 @@ import (
 
 var usageTests = []test{
 	{"EntityTypeUsage", testEntityTypeUsage},
+	{"EntityTypeCounts", testEntityTypeCounts},
 	{"FactTypeInUse", testFactTypeInUse},
 	{"FactTypeKeys", testFactTypeKeys},
 	{"DomainLayers", testDomainLayers},
@@ -43,6 +44,25 @@ func testEntityTypeUsage(t *testing.T, open Factory) {
 	}
 	if want := map[string]int64{"ix_s_1": 2, "ix_n_2": 1}; !maps.Equal(u.Slots, want) {
 		t.Errorf("slots %v, want %v", u.Slots, want)
+	}
+}
+
+// testEntityTypeCounts: every type stored, counted across tenants.
+func testEntityTypeCounts(t *testing.T, open Factory) {
+	s := setup(t, open, store.Hooks{})
+	ctx := t.Context()
+	counts, err := s.EntityTypeCounts(ctx)
+	noErr(t, err, "EntityTypeCounts of nothing")
+	if len(counts) != 0 {
+		t.Fatalf("counts of an empty store: %v", counts)
+	}
+	createEntity(t, s, newEntity("t1", "e1", "ticket"))
+	createEntity(t, s, newEntity("t2", "e1", "ticket"))
+	createEntity(t, s, newEntity("t1", "e2", "account"))
+	counts, err = s.EntityTypeCounts(ctx)
+	noErr(t, err, "EntityTypeCounts")
+	if want := map[string]int64{"ticket": 2, "account": 1}; !maps.Equal(counts, want) {
+		t.Errorf("counts %v, want %v", counts, want)
 	}
 }
 
