@@ -38,16 +38,8 @@ func (s *Store) EntityTypeCounts(ctx context.Context) (map[string]int64, error) 
 		return nil, fmt.Errorf("postgres: count entities by type: %w", interpretError(err))
 	}
 	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var typ string
-		var n int64
-		if err := rows.Scan(&typ, &n); err != nil {
-			return nil, fmt.Errorf("postgres: count entities by type: %w", interpretError(err))
-		}
-		counts[typ] = n
-	}
-	if err := rows.Err(); err != nil {
+	counts, err := store.ScanCounts(rows)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: count entities by type: %w", interpretError(err))
 	}
 	return counts, nil
