@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -159,5 +160,33 @@ func TestCommandRouteProblems(t *testing.T) {
 	}
 	if n := l.decides.Load(); n != 0 {
 		t.Fatalf("ledger decided %d times for refused requests", n)
+	}
+}
+
+// TestLedgerReadCommandsAnswerHead: HEAD runs a read-only GET command as
+// GET does, without the body; it never runs a write, and a 405's Allow
+// lists HEAD beside a read-only GET only.
+func TestLedgerReadCommandsAnswerHead(t *testing.T) {
+	t.Parallel()
+	h, l := setupCommandRoutes(t, "sqlite")
+	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).data()["id"])
+	path := "/v1/entities/" + ent + "/summary?period=week"
+	get := h.req("GET", path, h.keyA, nil).wantStatus(t, 200)
+	head := h.req("HEAD", path, h.keyA, nil)
+	if head.status != 200 || len(head.raw) != 0 || head.header.Get("Content-Length") != strconv.Itoa(len(get.raw)) {
+		t.Fatalf("HEAD %s: %d Content-Length %q body %q; GET body %d bytes", path, head.status, head.header.Get("Content-Length"), head.raw, len(get.raw))
+	}
+	before := l.decides.Load()
+	for _, tc := range []struct{ method, path, allow string }{
+		{"HEAD", "/v1/entities/" + ent + "/tip", "POST"},
+		{"PUT", "/v1/entities/" + ent + "/summary", "GET, HEAD"},
+	} {
+		r := h.req(tc.method, tc.path, h.keyA, nil)
+		if r.status != 405 || r.header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %d Allow %q, want 405 Allow %q", tc.method, tc.path, r.status, r.header.Get("Allow"), tc.allow)
+		}
+	}
+	if n := l.decides.Load(); n != before {
+		t.Fatalf("the ledger decided %d times for refused methods", n-before)
 	}
 }

@@ -60,13 +60,27 @@ func (s *Server) entityCommand(c *fiber.Ctx) error {
 	if err := s.platform.CheckStoredType(e); err != nil {
 		return err
 	}
-	cmd, ok := s.platform.FindCommand(e.Type, c.Method(), path)
-	if !ok {
+	// A read-only GET command answers HEAD too, as every GET route does;
+	// one that writes does not: HEAD must change nothing.
+	head := c.Method() == fiber.MethodHead
+	method := c.Method()
+	if head {
+		method = fiber.MethodGet
+	}
+	cmd, ok := s.platform.FindCommand(e.Type, method, path)
+	if !ok || head && !cmd.ReadOnly {
+		var allow []string
 		for _, other := range s.platform.Commands(e.Type) {
 			if other.Path == path {
-				c.Set(fiber.HeaderAllow, other.Method)
-				return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
+				allow = append(allow, other.Method)
+				if other.Method == fiber.MethodGet && other.ReadOnly {
+					allow = append(allow, fiber.MethodHead)
+				}
 			}
+		}
+		if len(allow) > 0 {
+			c.Set(fiber.HeaderAllow, strings.Join(allow, ", "))
+			return problem.Newf(problem.MethodNotAllowed, "Method %s is not allowed on %s", c.Method(), c.Path())
 		}
 		// A ledger plugin still loading lists no commands yet: the path
 		// may be one of them, so a 503 to retry rather than a 404.
@@ -119,7 +133,7 @@ func (s *Server) runCommand(c *fiber.Ctx, e *store.Entity, cmd ledger.CommandSpe
 	var input []byte
 	var err error
 	var raw []byte
-	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodDelete || len(c.Body()) == 0 && cmd.ReadOnly {
+	if m := c.Method(); m == fiber.MethodGet || m == fiber.MethodHead || m == fiber.MethodDelete || len(c.Body()) == 0 && cmd.ReadOnly {
 		q := map[string]any{}
 		for k, v := range c.Queries() {
 			if k != "entity_type" || hint == "" {

@@ -27,7 +27,7 @@ func (s *Server) Mount(doc openapi.Endpoint, h fiber.Handler) {
 	if doc.Method == fiber.MethodGet {
 		h = checkingQuery(doc, h)
 	}
-	s.handle(doc, false, h) // which checks a write's query
+	s.handle(doc, h) // which checks a write's query
 }
 
 // checkingQuery runs h after checking the request's query parameters

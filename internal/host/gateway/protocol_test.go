@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/factline/factline/internal/host/gateway"
+	"github.com/factline/factline/internal/host/openapi"
 )
 
 // rawExchange writes raw bytes on a fresh connection to the harness's
@@ -225,9 +228,13 @@ func TestWrongMethodOnPlatformPathIs405(t *testing.T) {
 func TestHeadAnswersLikeGet(t *testing.T) {
 	t.Parallel()
 	h := setupGateway(t, "sqlite")
+	// A mounted read (the webhook, plugin, operator and projection reads).
+	h.srv.Mount(openapi.Endpoint{Method: "GET", Path: "/v1/mounted", ID: "mounted", Access: openapi.AnyKey, Status: 200, OK: "."},
+		func(c *fiber.Ctx) error { return gateway.Respond(c, 200, fiber.Map{"items": []int{1, 2}}) })
 	acc := h.account(t, h.keyA)
 	ent := str(h.req("POST", "/v1/entities", h.keyA, validAccount).wantStatus(t, 201).body["data"].(map[string]any)["id"])
 	for _, path := range []string{
+		"/v1/mounted", // mounted
 		"/v1/entities/" + ent + "?entity_type=account", // platform
 		"/v1/entities/" + ent + "/facts",               // platform
 		"/v1/accounts/" + acc,                          // manifest get

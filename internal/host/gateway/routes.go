@@ -42,7 +42,7 @@ func (s *Server) routes() {
 		return c.Next()
 	})
 	for _, r := range s.platformRoutes(!s.cfg.NoMetrics) {
-		s.handle(r.Doc, true, r.Handler)
+		s.handle(r.Doc, r.Handler)
 	}
 	// Routes ledgers declare for their entities (POST /v1/entities/:id/deposit),
 	// described by the ledgers' command specs.
@@ -81,8 +81,8 @@ func platformPath(path string) bool {
 // names, and records the documentation for the API description. The key
 // check is attached per route, not to the /v1 group: a group middleware
 // would also run for manifest routes under /v1, some of which are public.
-// withHead also answers HEAD on a GET endpoint.
-func (s *Server) handle(doc openapi.Endpoint, withHead bool, h fiber.Handler) {
+// A GET endpoint answers HEAD too.
+func (s *Server) handle(doc openapi.Endpoint, h fiber.Handler) {
 	var handlers []fiber.Handler
 	switch doc.Access {
 	case openapi.AnyKey:
@@ -97,7 +97,7 @@ func (s *Server) handle(doc openapi.Endpoint, withHead bool, h fiber.Handler) {
 		h = checkingQuery(doc, h)
 	}
 	handlers = append(handlers, h)
-	if withHead && doc.Method == fiber.MethodGet {
+	if doc.Method == fiber.MethodGet {
 		s.app.Get(doc.Path, handlers...)
 	} else {
 		s.app.Add(doc.Method, doc.Path, handlers...)
