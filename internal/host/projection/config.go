@@ -172,13 +172,23 @@ type validator struct {
 }
 
 type issue struct {
-	line int
-	path string
-	text string // without path and line
-	msg  string
+	line    int
+	path    string
+	text    string // without path and line
+	msg     string
+	missing bool
 }
 
 func (v *validator) add(path, format string, args ...any) {
+	v.addIssue(path, false, format, args...)
+}
+
+// missing records that path is absent.
+func (v *validator) missing(path, format string, args ...any) {
+	v.addIssue(path, true, format, args...)
+}
+
+func (v *validator) addIssue(path string, missing bool, format string, args ...any) {
 	if v.bad[path] {
 		return
 	}
@@ -191,7 +201,7 @@ func (v *validator) add(path, format string, args ...any) {
 	if l > 0 {
 		msg = fmt.Sprintf("line %d: %s", l, msg)
 	}
-	v.issues = append(v.issues, issue{l, path, text, msg})
+	v.issues = append(v.issues, issue{l, path, text, msg, missing})
 }
 
 // lineOf finds the line of path or of its nearest parent.
@@ -224,7 +234,7 @@ func (v *validator) err(msg string) error {
 	details := make([]Issue, len(v.issues))
 	for i, is := range v.issues {
 		out[i] = is.msg
-		details[i] = Issue{Line: is.line, Path: is.path, Message: is.text}
+		details[i] = Issue{Line: is.line, Path: is.path, Message: is.text, Missing: is.missing}
 	}
 	n := len(out)
 	s := "s"
@@ -249,13 +259,13 @@ func (v *validator) config(c *Config, prefix string, settings bool, present map[
 		v.add(join(prefix, "source"), "must be a non-empty entity type")
 	}
 	if present != nil && !present[join(prefix, "source")] {
-		v.add(join(prefix, "source"), "is required")
+		v.missing(join(prefix, "source"), "is required")
 	}
 	if len(c.FactTypes) == 0 {
 		if has("factTypes") {
 			v.add(join(prefix, "factTypes"), "must list at least one fact type")
 		} else {
-			v.add(join(prefix, "factTypes"), "is required")
+			v.missing(join(prefix, "factTypes"), "is required")
 		}
 	}
 	seen := map[string]bool{}
@@ -286,7 +296,7 @@ func (v *validator) config(c *Config, prefix string, settings bool, present map[
 		if has("aggregations") {
 			v.add(join(prefix, "aggregations"), "must list at least one aggregation")
 		} else {
-			v.add(join(prefix, "aggregations"), "is required")
+			v.missing(join(prefix, "aggregations"), "is required")
 		}
 	}
 	keys := map[string]int{}
@@ -295,14 +305,14 @@ func (v *validator) config(c *Config, prefix string, settings bool, present map[
 		fnOK := slices.Contains(functions, a.Function)
 		switch {
 		case a.Function == "":
-			v.add(p+".function", "is required (one of count, sum, avg, min, max, count_distinct)")
+			v.missing(p+".function", "is required (one of count, sum, avg, min, max, count_distinct)")
 		case !fnOK:
 			v.add(p+".function", "unknown function %q (one of count, sum, avg, min, max, count_distinct)", string(a.Function))
 		}
 		fieldOK := true
 		switch {
 		case a.Field == "":
-			v.add(p+".field", "is required (use \"count\" with the count function)")
+			v.missing(p+".field", "is required (use \"count\" with the count function)")
 			fieldOK = false
 		case a.Function == Count && a.Field != "count":
 			v.add(p+".field", "the count function takes field \"count\" (got %q)", a.Field)
@@ -326,11 +336,11 @@ func (v *validator) config(c *Config, prefix string, settings bool, present map[
 		}
 	}
 	if present != nil && !present[join(prefix, "materialize")] {
-		v.add(join(prefix, "materialize"), "is required (true or false)")
+		v.missing(join(prefix, "materialize"), "is required (true or false)")
 	}
 	switch {
 	case c.StorageVersion == 0 && settings && (present == nil || !present[join(prefix, "storageVersion")]):
-		v.add(join(prefix, "storageVersion"), "is required in the settings form (1 or 2)")
+		v.missing(join(prefix, "storageVersion"), "is required in the settings form (1 or 2)")
 	case c.StorageVersion == 0 && present != nil && present[join(prefix, "storageVersion")]:
 		v.add(join(prefix, "storageVersion"), "must be 1 or 2 (got 0)")
 	case c.StorageVersion != 0 && c.StorageVersion != 1 && c.StorageVersion != 2:
@@ -391,18 +401,18 @@ func (v *validator) rollup(c *Config, p string) {
 func (v *validator) versioned(vc *VersionedConfig, present map[string]bool) {
 	has := func(k string) bool { return present == nil || present[k] }
 	if vc.ID == "" {
-		v.add("id", "is required")
+		v.missing("id", "is required")
 	}
 	if vc.Type != VersionedType {
 		if vc.Type == "" && !has("type") {
-			v.add("type", "is required (%q)", VersionedType)
+			v.missing("type", "is required (%q)", VersionedType)
 		} else {
 			v.add("type", "must be %q (got %q)", VersionedType, vc.Type)
 		}
 	}
 	if vc.Scope != VersionedScope {
 		if vc.Scope == "" && !has("scope") {
-			v.add("scope", "is required (%q)", VersionedScope)
+			v.missing("scope", "is required (%q)", VersionedScope)
 		} else {
 			v.add("scope", "must be %q (got %q)", VersionedScope, vc.Scope)
 		}
@@ -411,14 +421,14 @@ func (v *validator) versioned(vc *VersionedConfig, present map[string]bool) {
 		v.add("version", "must be an integer >= 1")
 	}
 	if vc.TenantID == "" {
-		v.add("tenant_id", "is required")
+		v.missing("tenant_id", "is required")
 	}
 	if vc.EffectiveAt < 0 {
 		v.add("effective_at", "must be a timestamp in milliseconds >= 0")
 	}
 	if vc.Settings == nil {
 		if !has("settings") || present == nil {
-			v.add("settings", "is required")
+			v.missing("settings", "is required")
 		}
 		return
 	}

@@ -37,6 +37,8 @@ type Issue struct {
 	Line    int
 	Path    string
 	Message string
+	// Missing is set when the issue is that Path is absent.
+	Missing bool
 }
 
 func (e *ConfigValidationError) Error() string {

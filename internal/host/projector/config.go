@@ -116,7 +116,11 @@ func parseSettings(settings map[string]any) (*projection.Config, []problem.Field
 			if d.Path != "" {
 				field += "." + d.Path
 			}
-			out = append(out, problem.FieldError{Field: field, Code: problem.CodeFormat, Message: d.Message})
+			code := problem.CodeFormat
+			if d.Missing {
+				code = problem.CodeRequired
+			}
+			out = append(out, problem.FieldError{Field: field, Code: code, Message: d.Message})
 		}
 		return nil, out
 	}
