@@ -107,6 +107,10 @@ func TestAdminOnly(t *testing.T) {
 		if !strings.HasPrefix(newKey, "fl_test_") {
 			t.Fatalf("new key %q", newKey)
 		}
+		// Shown once: no cache keeps it.
+		if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+			t.Errorf("new key answered with Cache-Control %q, want no-store", cc)
+		}
 		h.req("GET", "/v1/configs", newKey, nil).wantStatus(t, 200)
 		h.req("POST", "/v1/admin/keys", h.adminA, map[string]any{"mode": "root"}).wantStatus(t, 400)
 	})

@@ -47,7 +47,8 @@ func (r *response) wantFieldError(t *testing.T, field, code, msg string) {
 }
 
 // TestRepeatedSingleValueHeaders: fiber reads one of several values of a
-// header that has one, so a request repeating Idempotency-Key (400) or
+// header that has one, so a request repeating Idempotency-Key (400, as
+// for an empty one) or
 // Content-Type with differing values (415, as for a type that is not
 // JSON) is refused rather than served by whichever value fiber picked.
 // Repeats of one Content-Type are one type.
@@ -68,6 +69,10 @@ func TestRepeatedSingleValueHeaders(t *testing.T) {
 			400, "bad-request", "Bad Request", twiceKey},
 		{"Idempotency-Key twice with one value", []string{"Content-Type", js, "Idempotency-Key", "z3", "Idempotency-Key", "z3"},
 			400, "bad-request", "Bad Request", twiceKey},
+		// A key lost on its way (an unset variable) is no key to write
+		// without: a retry would write again.
+		{"empty Idempotency-Key", []string{"Content-Type", js, "Idempotency-Key", ""},
+			400, "validation-failed", "Validation Failed", "Request validation failed"},
 		{"Content-Type latin1, then JSON", []string{"Content-Type", js + "; charset=latin1", "Content-Type", js},
 			415, "unsupported-media-type", "Unsupported Media Type", twiceType},
 		{"Content-Type text, then JSON", []string{"Content-Type", "text/plain", "Content-Type", js},

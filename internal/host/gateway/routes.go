@@ -119,11 +119,14 @@ const idempotencyScope = "tenant"
 func (s *Server) idempotent(c *fiber.Ctx, scope string, body []byte, run func() (int, any, error)) error {
 	// fiber reads the first of several: which key the client meant cannot
 	// be told, as with X-API-Key.
-	if len(c.Request().Header.PeekAll("Idempotency-Key")) > 1 {
+	sent := len(c.Request().Header.PeekAll("Idempotency-Key"))
+	if sent > 1 {
 		return problem.New(problem.BadRequest, "Idempotency-Key is given more than once: send one key")
 	}
 	key := c.Get("Idempotency-Key")
-	if key == "" {
+	// An empty header is a key the client meant to send and lost (an
+	// unset variable): writing without one could write twice.
+	if sent == 0 {
 		status, data, err := run()
 		if err != nil {
 			return err
@@ -642,6 +645,7 @@ func (s *Server) createKey(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	c.Set(fiber.HeaderCacheControl, "no-store") // the key is shown this once
 	return respond(c, fiber.StatusCreated, fiber.Map{"key": key, "api_key": newKeyView(rec)})
 }
 
