@@ -444,9 +444,9 @@ func (s *Server) listFacts(c *fiber.Ctx) error {
 
 // configInput reads a config body; the returned input holds its shape
 // errors.
-func configInput(m map[string]any, creating bool) (platform.ConfigInput, *input) {
+func configInput(m map[string]any, creating bool) (platform.ConfigInput, *input, configAliases) {
 	in := &input{m: m}
-	allowed := []string{"name", "scope_type", "scope_id", "settings", "effective_at"}
+	allowed := []string{"name", "scope_type", "scope_id", "settings", "effective_at", "scope", "applies_to", "category"}
 	if creating {
 		allowed = append(allowed, "id", "type")
 		in.require("type")
@@ -455,21 +455,87 @@ func configInput(m map[string]any, creating bool) (platform.ConfigInput, *input)
 	}
 	in.only(allowed...)
 	in.require("settings")
+	aliases := configAliases{}
 	ci := platform.ConfigInput{
 		ID:          in.str("id"),
 		Type:        in.str("type"),
 		Name:        in.str("name"),
-		ScopeType:   in.str("scope_type"),
-		ScopeID:     in.str("scope_id"),
+		ScopeType:   in.aliased("scope_type", "scope", aliases),
+		ScopeID:     in.aliased("scope_id", "applies_to", aliases),
 		Settings:    in.object("settings"),
 		EffectiveAt: in.integer("effective_at"),
+	}
+	if len(aliases) > 0 {
+		// The request speaks the webhook document's names: a problem with
+		// the other field names it that way too, unless it was sent by
+		// the platform's name.
+		for name, alias := range map[string]string{"scope_type": "scope", "scope_id": "applies_to"} {
+			if _, sent := m[name]; !sent {
+				aliases[name] = alias
+			}
+		}
+	}
+	if _, ok := m["category"]; ok {
+		switch {
+		case creating && ci.Type != "" && ci.Type != webhookConfigType:
+			in.errs = append(in.errs, problem.FieldError{Field: "category", Code: problem.CodeUnknownField, Message: "category is a field of webhook configs"})
+		case in.str("category") != webhookCategory:
+			in.errs = append(in.errs, problem.FieldError{Field: "category", Code: problem.CodeEnum, Message: "category must be " + webhookCategory})
+		}
 	}
 	if !creating {
 		in.positive("version")
 		ci.ExpectedVersion = in.version("version")
 	}
 	in.positive("effective_at")
-	return ci, in
+	return ci, in, aliases
+}
+
+// The webhook document names a webhook config's scope `scope`, what it
+// applies to `applies_to`, and gives it the category `logic`; the
+// platform's config record names the first two scope_type and scope_id.
+// A config takes either name of each.
+const (
+	webhookConfigType = "webhook"
+	webhookCategory   = "logic"
+)
+
+// configAliases maps a config field's platform name to the other name the
+// request used for it, so that problems name the field as it was sent.
+type configAliases map[string]string
+
+// named renames the field errors of err after the names the request used.
+func (a configAliases) named(err error) error {
+	var pe *problem.Error
+	if len(a) == 0 || !errors.As(err, &pe) {
+		return err
+	}
+	for i, fe := range pe.Errors {
+		if alias, ok := a[fe.Field]; ok {
+			pe.Errors[i].Field = alias
+		}
+	}
+	return err
+}
+
+// aliased reads the string field name, or alias in its place (noting the
+// alias in used); both given with different values is a format error.
+func (in *input) aliased(name, alias string, used configAliases) string {
+	_, hasName := in.m[name]
+	_, hasAlias := in.m[alias]
+	switch {
+	case hasAlias && !hasName:
+		used[name] = alias
+		return in.str(alias)
+	case hasAlias && hasName:
+		v, a := in.str(name), in.str(alias)
+		if v != a {
+			in.errs = append(in.errs, problem.FieldError{Field: alias, Code: problem.CodeFormat,
+				Message: fmt.Sprintf("%s and %s name the same field: give one, or the same value in both", alias, name)})
+		}
+		return v
+	}
+	return in.str(name)
 }
 
 func (s *Server) createConfig(c *fiber.Ctx) error {
@@ -477,17 +543,17 @@ func (s *Server) createConfig(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ci, in := configInput(m, true)
+	ci, in, aliases := configInput(m, true)
 	if err := in.errWith(func() []problem.FieldError {
 		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), "", ci)
 		return errs
 	}); err != nil {
-		return err
+		return aliases.named(err)
 	}
 	return s.idempotent(c, "", raw, func() (int, any, error) {
 		cfg, err := s.platform.CreateConfig(ctx(c), tenant(c), ci)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, aliases.named(err)
 		}
 		return fiber.StatusCreated, platform.NewConfigView(cfg), nil
 	})
@@ -509,16 +575,16 @@ func (s *Server) updateConfig(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ci, in := configInput(m, false)
+	ci, in, aliases := configInput(m, false)
 	if err := in.errWith(func() []problem.FieldError {
 		errs, _ := s.platform.ConfigInputErrors(ctx(c), tenant(c), Param(c, "id"), ci)
 		return errs
 	}); err != nil {
-		return err
+		return aliases.named(err)
 	}
 	cfg, err := s.platform.UpdateConfig(ctx(c), tenant(c), Param(c, "id"), ci)
 	if err != nil {
-		return err
+		return aliases.named(err)
 	}
 	return respond(c, fiber.StatusOK, platform.NewConfigView(cfg))
 }

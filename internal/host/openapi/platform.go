@@ -96,6 +96,9 @@ func (b *builder) platformSchemas() {
 			{"name", str("Display name.")},
 			{"scope_type", str("What the config applies to (lowercase letters, digits and _: global, tenant, account, ...).")},
 			{"scope_id", str("Id of the scoped object.")},
+			{"scope", str("Another name of scope_type, as the webhook document names a webhook config's scope (campaign, account or asset).")},
+			{"applies_to", str("Another name of scope_id, as the webhook document names what a webhook config applies to.")},
+			{"category", enum("A webhook config's category; only logic.", "logic")},
 			{"effective_at", millis("When the version takes effect; defaults to now")},
 		}
 		if creating {

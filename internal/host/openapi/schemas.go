@@ -217,6 +217,9 @@ func (b *builder) fixedSchemas() {
 		prop{"superseded_at", nullable(millis("When the next version replaced this one; null for the current version"))},
 		prop{"effective_at", millis("When this version takes effect")},
 		prop{"created_at", millis("When this version was written")},
+		prop{"category", enum("A webhook config's category, as the webhook document gives it.", "logic")},
+		prop{"scope", str("A webhook config's scope_type, under the webhook document's name.")},
+		prop{"applies_to", str("A webhook config's scope_id, under the webhook document's name.")},
 	))
 	b.define(schemaConfigPage, page("A page of configs (current versions).", b.schema(schemaConfig)))
 	b.define(schemaConfigVersions, object("Every version of a config, oldest first.", []string{"items"}, false,

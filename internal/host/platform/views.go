@@ -71,6 +71,12 @@ type ConfigView struct {
 	SupersededAt *int64          `json:"superseded_at"`
 	EffectiveAt  int64           `json:"effective_at"`
 	CreatedAt    int64           `json:"created_at"`
+	// A webhook config also carries the fields the webhook document gives
+	// its record: category (always logic), scope (scope_type) and
+	// applies_to (scope_id).
+	Category  string `json:"category,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	AppliesTo string `json:"applies_to,omitempty"`
 }
 
 // NewConfigView renders a stored config version.
@@ -79,6 +85,9 @@ func NewConfigView(c *store.Config) ConfigView {
 		Settings: c.Settings, Status: c.Status, SupersededAt: c.SupersededAt, EffectiveAt: c.EffectiveAt, CreatedAt: c.CreatedAt}
 	if len(v.Settings) == 0 {
 		v.Settings = json.RawMessage(`{}`)
+	}
+	if c.Type == "webhook" {
+		v.Category, v.Scope, v.AppliesTo = "logic", c.ScopeType, c.ScopeID
 	}
 	return v
 }

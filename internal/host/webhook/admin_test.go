@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -216,4 +217,53 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 		t.Fatalf("metrics: %d %s", w.Code, w.Body)
 	}
 	return w.Body.String()
+}
+
+// TestConfigTakesTheWebhookDocumentsNames: a webhook config may be written
+// with the webhook document's field names (scope, applies_to, category
+// logic) as well as the platform's (scope_type, scope_id); it reads back
+// with both. Problems name the field as sent.
+func TestConfigTakesTheWebhookDocumentsNames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", nil)
+	a := newAPI(t, e)
+	settings := map[string]any{"url": "https://hooks.example.com/in", "secret_ref": e.ref, "triggers": []any{"outcome.deal_won"}}
+	r := a.do("POST", "/v1/configs", a.live, map[string]any{"type": "webhook", "name": "won", "category": "logic",
+		"scope": "campaign", "applies_to": "camp-1", "settings": settings})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create with the webhook document's names: %d %s", r.status, r.raw)
+	}
+	id, _ := r.data()["id"].(string)
+	got := a.do("GET", "/v1/configs/"+id, a.live, nil).data()
+	for k, want := range map[string]any{"scope": "campaign", "scope_type": "campaign", "applies_to": "camp-1", "scope_id": "camp-1", "category": "logic"} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (config %v)", k, got[k], want, got)
+		}
+	}
+	// A config of another type carries none of the webhook's names.
+	r = a.do("POST", "/v1/configs", a.live, map[string]any{"type": "pricing", "settings": map[string]any{}})
+	for _, k := range []string{"scope", "applies_to", "category"} {
+		if _, ok := r.data()[k]; ok || r.status != http.StatusCreated {
+			t.Errorf("a pricing config: %d %s", r.status, r.raw)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		body  map[string]any
+		field string
+	}{
+		{"applies_to missing for a campaign", map[string]any{"scope": "campaign"}, "applies_to"},
+		{"unknown scope", map[string]any{"scope": "galaxy"}, "scope"},
+		{"both names, two values", map[string]any{"scope": "campaign", "scope_type": "asset", "applies_to": "camp-1"}, "scope"},
+		{"another category", map[string]any{"category": "other"}, "category"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := map[string]any{"type": "webhook", "settings": settings}
+			maps.Copy(body, tc.body)
+			r := a.do("POST", "/v1/configs", a.live, body)
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.raw), `"field":"`+tc.field+`"`) {
+				t.Errorf("%d %s, want a problem naming %s", r.status, r.raw, tc.field)
+			}
+		})
+	}
 }
