@@ -201,6 +201,9 @@ func (b *builder) fixedSchemas() {
 		prop{"timestamp", millis("When it happened")},
 		prop{"data", freeObject("The fact's payload.")},
 		prop{"created_at", millis("When it was recorded")},
+		prop{"config_id", str("A webhook audit fact's config (also in its data).")},
+		prop{"config_version", integer("A webhook audit fact's config version (also in its data).")},
+		prop{"campaign_id", str("A webhook audit fact's campaign, when the triggering fact had one (also in its data).")},
 	))
 	b.define(schemaFactPage, page("A page of an entity's facts in seq order.", b.schema(schemaFact)))
 	b.define(schemaConfig, object("One immutable version of a config.",

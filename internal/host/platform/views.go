@@ -45,6 +45,11 @@ type FactView struct {
 	Timestamp  int64           `json:"timestamp"`
 	Data       json.RawMessage `json:"data"`
 	CreatedAt  int64           `json:"created_at"`
+	// A webhook audit fact also carries, as the webhook document gives
+	// them, the fields it holds in its data for want of a fact column.
+	ConfigID      string `json:"config_id,omitempty"`
+	ConfigVersion int64  `json:"config_version,omitempty"`
+	CampaignID    string `json:"campaign_id,omitempty"`
 }
 
 // NewFactView renders a stored fact.
@@ -53,6 +58,16 @@ func NewFactView(f *store.Fact) FactView {
 		Seq: f.Seq, Position: f.Position, SourceID: f.SourceID, TraceID: f.TraceID, Timestamp: f.Timestamp, Data: f.Data, CreatedAt: f.CreatedAt}
 	if len(v.Data) == 0 {
 		v.Data = json.RawMessage(`{}`)
+	}
+	if f.Type == "webhook" && f.EntityID == "" {
+		var audit struct {
+			ConfigID      string `json:"config_id"`
+			ConfigVersion int64  `json:"config_version"`
+			CampaignID    string `json:"campaign_id"`
+		}
+		if json.Unmarshal(v.Data, &audit) == nil { // the delivery routine wrote it; a mismatch leaves the data alone
+			v.ConfigID, v.ConfigVersion, v.CampaignID = audit.ConfigID, audit.ConfigVersion, audit.CampaignID
+		}
 	}
 	return v
 }

@@ -122,6 +122,14 @@ func TestRetriedDeliveryAuditTrailOverHTTP(t *testing.T) {
 				t.Errorf("invariant 3: attempt %d config %v v%v, triggered %v v%v", i+1, data["config_id"], data["config_version"],
 					trigData["config_id"], trigData["config_version"])
 			}
+			// Both audit facts carry config_id and config_version, as the
+			// webhook document lists them, besides holding them in data.
+			for _, af := range []map[string]any{f, trig} {
+				afData := af["data"].(map[string]any)
+				if af["config_id"] == nil || af["config_id"] != afData["config_id"] || af["config_version"] != afData["config_version"] {
+					t.Errorf("audit fact %v does not carry its config_id and config_version", af)
+				}
+			}
 			// 4. attempt runs from 1 up, never past max_attempts.
 			if data["attempt"] != float64(i+1) || data["max_attempts"] != float64(3) {
 				t.Errorf("invariant 4: record %d has attempt %v of %v", i+1, data["attempt"], data["max_attempts"])
