@@ -280,7 +280,7 @@ func (s *Service) ListConfigs(ctx context.Context, tenant, typ, status, cursor s
 	if err != nil {
 		return nil, err
 	}
-	after, err := DecodeCursor(cursor)
+	after, err := DecodeCursor(ListingConfigs, cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +294,7 @@ func (s *Service) ListConfigs(ctx context.Context, tenant, typ, status, cursor s
 	page := &ConfigPage{Items: rows}
 	if len(rows) > limit {
 		page.Items, page.HasMore = rows[:limit], true
-		page.Cursor = EncodeCursor(rows[limit-1].ID)
+		page.Cursor = EncodeCursor(ListingConfigs, rows[limit-1].ID)
 	}
 	return page, nil
 }

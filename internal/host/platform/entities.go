@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strconv"
 	"strings"
@@ -312,7 +313,7 @@ func (s *Service) ListEntities(ctx context.Context, tenant string, in ListEntiti
 	if err != nil {
 		return nil, err
 	}
-	after, err := DecodeCursor(in.Cursor)
+	after, err := DecodeCursor(ListingEntities, in.Cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +354,7 @@ func (s *Service) ListEntities(ctx context.Context, tenant string, in ListEntiti
 	page := &EntityPage{Items: rows}
 	if len(rows) > limit {
 		page.Items, page.HasMore = rows[:limit], true
-		page.Cursor = EncodeCursor(rows[limit-1].ID)
+		page.Cursor = EncodeCursor(ListingEntities, rows[limit-1].ID)
 	}
 	return page, nil
 }
@@ -370,13 +371,37 @@ func PageLimit(limit int) (int, error) {
 	return limit, nil
 }
 
-// EncodeCursor makes an opaque cursor from a keyset position.
-func EncodeCursor(key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("k:" + key))
+// Listing names the listing a cursor pages through, so that a cursor
+// given to another listing (another endpoint, or another entity's facts)
+// is refused rather than read as a position there: an entity id is no
+// position in the fact stream, and one entity's seq is another's shifted
+// page.
+type Listing string
+
+// The listings with cursors.
+const (
+	ListingEntities   Listing = "e"
+	ListingFacts      Listing = "f"
+	ListingConfigs    Listing = "c"
+	ListingDeliveries Listing = "d"
+	ListingDeadLetter Listing = "l"
+)
+
+// ListingEntityFacts is the listing of one entity's facts.
+func ListingEntityFacts(entityID string) Listing {
+	h := fnv.New32a()
+	h.Write([]byte(entityID))
+	return Listing(fmt.Sprintf("s%08x", h.Sum32()))
 }
 
-// DecodeCursor reverses EncodeCursor; an empty cursor is the start.
-func DecodeCursor(c string) (string, error) {
+// EncodeCursor makes an opaque cursor of listing from a keyset position.
+func EncodeCursor(listing Listing, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(string(listing) + ":" + key))
+}
+
+// DecodeCursor reverses EncodeCursor for listing; an empty cursor is the
+// start.
+func DecodeCursor(listing Listing, c string) (string, error) {
 	if c == "" {
 		return "", nil
 	}
@@ -386,10 +411,11 @@ func DecodeCursor(c string) (string, error) {
 		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || len(b) < 3 || string(b[:2]) != "k:" {
-		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this API returned"}})
+	prefix := string(listing) + ":"
+	if err != nil || len(b) <= len(prefix) || !strings.HasPrefix(string(b), prefix) {
+		return "", problem.Validation([]problem.FieldError{{Field: "cursor", Code: problem.CodeFormat, Message: "cursor is not one this listing returned"}})
 	}
-	return string(b[2:]), nil
+	return string(b[len(prefix):]), nil
 }
 
 // orEmpty is m, or an empty map for nil: a patch that sets no field.

@@ -462,7 +462,7 @@ func (s *Service) ListEntityFacts(ctx context.Context, tenant, entityID, cursor 
 	if err != nil {
 		return nil, err
 	}
-	after, err := DecodeCursor(cursor)
+	after, err := DecodeCursor(ListingEntityFacts(entityID), cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -482,7 +482,7 @@ func (s *Service) ListEntityFacts(ctx context.Context, tenant, entityID, cursor 
 	page := &FactPage{Items: rows}
 	if len(rows) > limit {
 		page.Items, page.HasMore = rows[:limit], true
-		page.Cursor = EncodeCursor(fmt.Sprint(rows[limit-1].Seq))
+		page.Cursor = EncodeCursor(ListingEntityFacts(entityID), fmt.Sprint(rows[limit-1].Seq))
 	}
 	return page, nil
 }
@@ -510,7 +510,7 @@ func (s *Service) ListFacts(ctx context.Context, tenant string, in ListFactsInpu
 	if err != nil {
 		return nil, err
 	}
-	after, err := DecodeCursor(in.Cursor)
+	after, err := DecodeCursor(ListingFacts, in.Cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +547,7 @@ func (s *Service) ListFacts(ctx context.Context, tenant string, in ListFactsInpu
 	page := &FactPage{Items: rows}
 	if len(rows) > limit {
 		page.Items, page.HasMore = rows[:limit], true
-		page.Cursor = EncodeCursor(fmt.Sprint(rows[limit-1].Position))
+		page.Cursor = EncodeCursor(ListingFacts, fmt.Sprint(rows[limit-1].Position))
 	}
 	return page, nil
 }

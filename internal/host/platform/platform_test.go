@@ -213,14 +213,38 @@ func TestRejectsUnregisteredLedger(t *testing.T) {
 }
 
 func FuzzDecodeCursor(f *testing.F) {
-	f.Add(platform.EncodeCursor("ent_01H"))
+	f.Add(platform.EncodeCursor(platform.ListingEntities, "ent_01H"))
+	f.Add(platform.EncodeCursor(platform.ListingFacts, "ent_01H"))
 	f.Add("%%%")
 	f.Fuzz(func(t *testing.T, c string) {
-		key, err := platform.DecodeCursor(c)
-		if err == nil && c != "" && platform.EncodeCursor(key) != c {
+		key, err := platform.DecodeCursor(platform.ListingEntities, c)
+		if err == nil && c != "" && platform.EncodeCursor(platform.ListingEntities, key) != c {
 			t.Fatalf("cursor %q decodes to %q which encodes differently", c, key)
 		}
 	})
+}
+
+// TestCursorsBelongToTheirListing: a cursor is read only by the listing
+// that returned it; another endpoint's, or another entity's facts', is a
+// 400 naming the cursor, not a position read there.
+func TestCursorsBelongToTheirListing(t *testing.T) {
+	listings := []platform.Listing{platform.ListingEntities, platform.ListingFacts, platform.ListingConfigs,
+		platform.ListingDeliveries, platform.ListingDeadLetter, platform.ListingEntityFacts("acct-1"), platform.ListingEntityFacts("acct-2")}
+	for _, from := range listings {
+		c := platform.EncodeCursor(from, "42")
+		for _, to := range listings {
+			key, err := platform.DecodeCursor(to, c)
+			switch {
+			case from == to && (err != nil || key != "42"):
+				t.Errorf("%s's own cursor: %q, %v", from, key, err)
+			case from != to:
+				var pe *problem.Error
+				if !errors.As(err, &pe) || len(pe.Errors) != 1 || pe.Errors[0].Field != "cursor" {
+					t.Errorf("%s's cursor given to %s: %q, %v", from, to, key, err)
+				}
+			}
+		}
+	}
 }
 
 func FuzzDecodeObject(f *testing.F) {

@@ -300,7 +300,7 @@ func DeadLettersStored(ctx context.Context, st store.Store, tenant, configID, cu
 	if err != nil {
 		return nil, err
 	}
-	after, err := platform.DecodeCursor(cursor)
+	after, err := platform.DecodeCursor(platform.ListingDeadLetter, cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +311,7 @@ func DeadLettersStored(ctx context.Context, st store.Store, tenant, configID, cu
 	page := &DeadLetterPage{Items: []DeadLetterItem{}}
 	if len(rows) > limit {
 		rows, page.HasMore = rows[:limit], true
-		page.Cursor = platform.EncodeCursor(rows[limit-1].DeliveryID)
+		page.Cursor = platform.EncodeCursor(platform.ListingDeadLetter, rows[limit-1].DeliveryID)
 	}
 	for _, r := range rows {
 		it := DeadLetterItem{DLQMessageID: r.DLQMessageID}
@@ -362,7 +362,7 @@ func (s *Service) Deliveries(ctx context.Context, tenant string, f DeliveryFilte
 	if err != nil {
 		return nil, err
 	}
-	after, err := platform.DecodeCursor(cursor)
+	after, err := platform.DecodeCursor(platform.ListingDeliveries, cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func (s *Service) Deliveries(ctx context.Context, tenant string, f DeliveryFilte
 	page := &DeliveryPage{Items: make([]DeliveryItem, 0, min(len(rows), limit))}
 	if len(rows) > limit {
 		rows, page.HasMore = rows[:limit], true
-		page.Cursor = platform.EncodeCursor(rows[limit-1].DeliveryID)
+		page.Cursor = platform.EncodeCursor(platform.ListingDeliveries, rows[limit-1].DeliveryID)
 	}
 	for _, r := range rows {
 		var msg deliveryMessage
