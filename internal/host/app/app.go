@@ -224,9 +224,11 @@ type App struct {
 	layersSeen atomic.Pointer[layerSet]
 	behind     struct {
 		sync.Mutex
-		at      time.Time
-		stored  *layerSet
-		reading bool // a read of the store is under way
+		at     time.Time
+		stored *layerSet
+		// reading is closed when the read of the store under way ends;
+		// nil when none is.
+		reading chan struct{}
 	}
 	// files are the --domain and --manifest files being served, as read
 	// when last accepted; reloadMu guards them.

@@ -640,6 +640,11 @@ func TestTypeNotAppliedYetIsRetried(t *testing.T) {
 	var typ string
 	for i := 0; i < 5 && !saw503; i++ {
 		typ = fmt.Sprintf("gizmo%d", i)
+		// Asked about just before it is stored: the answer then must not
+		// stand for the one after.
+		if code, body := l.call("POST", "/v1/entities", l.key, map[string]any{"type": typ, "id": "g1"}); code != 400 {
+			t.Fatalf("a type not stored yet: %d %v", code, body)
+		}
 		storeLayer(t, l, typ, "name: "+typ+"\nversion: \"1\"\nentities:\n  "+typ+":\n    ledger: builtin\n    fields: {}\n    facts: [made]\n")
 		code, header, body := l.callHeader("POST", "/v1/entities", l.key, map[string]any{"type": typ, "id": "g1"})
 		switch {

@@ -277,51 +277,81 @@ func (a *App) setLayersHash(stored []store.DomainLayer) {
 
 // modelBehind reports whether the stored domain manifests changed since
 // this process last read them: an entity type unknown here may then be
-// one it is about to serve. Asked only for unknown entity types.
+// one it is about to serve. Asked only for unknown entity types, by a
+// client holding a key; it reads the store afresh, so that a type another
+// process added a moment ago is a 503 to retry here, never a 400.
 func (a *App) modelBehind() bool {
-	seen, stored := a.storedLayers()
+	seen, stored := a.storedLayers(true)
 	return stored != nil && stored.digest != seen.digest
 }
 
 // routesBehind reports whether the stored domain manifests hold one this
 // process has not read, or another version of one: a path no route serves
-// may then be one a manifest adds. Asked only for such paths.
+// may then be one a manifest adds. Asked for such paths, by anyone, so it
+// may take an answer up to half a second old.
 func (a *App) routesBehind() bool {
-	seen, stored := a.storedLayers()
+	seen, stored := a.storedLayers(false)
 	return stored != nil && stored.adds(seen)
 }
 
 // storedLayers returns the manifests this process last read and those
-// stored (nil when unknown). The store is read at most twice a second
-// while the two match, and again at each question while they differ,
-// since this process may have applied the change since; one question
-// reads at a time, and the others meanwhile take the last answer, so a
+// stored (nil when unknown). One read of the store is under way at a
+// time, and every question asked while it runs shares the next one.
+//
+// A fresh question takes only an answer read after it was asked: it
+// waits for the read under way, then for one begun after it (each is
+// bounded by a second). Otherwise the store is read at most twice a
+// second while the two match, and again at each question while they
+// differ, since this process may have applied the change since; a
+// question asked while a read is under way takes the last answer, so a
 // slow store holds up no caller behind another's read.
-func (a *App) storedLayers() (seen, stored *layerSet) {
+func (a *App) storedLayers(fresh bool) (seen, stored *layerSet) {
 	seen = a.layersSeen.Load()
 	if seen == nil {
 		return nil, nil
 	}
-	a.behind.Lock()
-	cached := a.behind.stored
-	fresh := cached != nil && cached.digest == seen.digest && time.Since(a.behind.at) < 500*time.Millisecond
-	if fresh || a.behind.reading {
+	asked := time.Now()
+	for range 3 {
+		a.behind.Lock()
+		cached := a.behind.stored
+		var usable bool
+		if fresh {
+			usable = cached != nil && !a.behind.at.Before(asked)
+		} else {
+			usable = cached != nil && cached.digest == seen.digest && time.Since(a.behind.at) < 500*time.Millisecond || a.behind.reading != nil
+		}
+		if usable {
+			a.behind.Unlock()
+			return seen, cached
+		}
+		if wait := a.behind.reading; wait != nil {
+			a.behind.Unlock()
+			<-wait
+			continue
+		}
+		done := make(chan struct{})
+		a.behind.reading = done
 		a.behind.Unlock()
-		return seen, cached
+		started := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		layers, err := a.Store.ListDomainLayers(ctx)
+		cancel()
+		a.behind.Lock()
+		a.behind.reading = nil
+		if err == nil {
+			// Stamped with when the read began: a change committed after
+			// that may be missing from it.
+			a.behind.at, a.behind.stored = started, newLayerSet(layers)
+		}
+		stored = a.behind.stored
+		a.behind.Unlock()
+		close(done)
+		if err != nil {
+			return seen, nil
+		}
+		return seen, stored
 	}
-	a.behind.reading = true
-	a.behind.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	layers, err := a.Store.ListDomainLayers(ctx)
-	cancel()
-	a.behind.Lock()
-	defer a.behind.Unlock()
-	a.behind.reading = false
-	if err != nil {
-		return seen, nil
-	}
-	a.behind.at, a.behind.stored = time.Now(), newLayerSet(layers)
-	return seen, a.behind.stored
+	return seen, nil
 }
 
 // loadedPlugins identifies the plugin versions loaded here and those
