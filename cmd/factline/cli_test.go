@@ -323,6 +323,12 @@ func TestLedgerRebuildKnowsTheGatewayManifestsTypes(t *testing.T) {
 	if code != 0 || out != "rebuilt 0 ticket entities of tenant acme from 0 facts; 0 snapshots changed\n" {
 		t.Fatalf("with the manifest: exit %d\n%s%s", code, out, errOut)
 	}
+	// A rebuild serves nothing: it neither reads nor makes the webhook
+	// secret key (on Postgres, a key file made in ./data, or refused
+	// as not the database's key, stopped it).
+	if _, err := os.Stat(filepath.Join(dir, "webhook-secret.key")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ledger rebuild made a webhook key file (stat: %v)", err)
+	}
 }
 
 // TestServeOnATakenAddressSaysOnlyThat: a serve that cannot listen stops

@@ -102,7 +102,7 @@ func runLedgerRebuild(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	a, err := app.New(ctx, app.Config{DatabaseURL: sf.databaseURL, DataDir: sf.dataDir, Domains: domains, Manifest: *gatewayManifest,
-		PluginsDir: *pluginsDir, Logger: quietLogger(stderr)})
+		PluginsDir: *pluginsDir, Logger: quietLogger(stderr), PlatformOnly: true})
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,12 @@ type Config struct {
 	PluginPoll time.Duration
 	// OperatorTenant's admin keys manage plugins (default "operator").
 	OperatorTenant string
+	// PlatformOnly stops New once the store, the plugins and the platform
+	// are up, for maintenance commands (factline ledger rebuild) that
+	// serve nothing: they need no webhook secret key, rate limiter,
+	// projections or server, and must not create a key file. Such an App
+	// is not Run.
+	PlatformOnly bool
 	// SecretKey encrypts webhook signing secrets at rest (32 bytes, base64
 	// or hex); empty: a key file created in DataDir.
 	SecretKey string
@@ -342,6 +348,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.Platform.Close)
+	if cfg.PlatformOnly {
+		return a, nil
+	}
 	allow, err := webhook.ParseAllowList(cfg.WebhookAllowNetworks)
 	if err != nil {
 		return nil, fmt.Errorf("webhook allow list: %w", err)
