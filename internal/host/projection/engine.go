@@ -69,6 +69,14 @@ type ProcessOptions struct {
 	// FactsThroughID is stored with a materialized batch (Process); empty
 	// means the greatest id of the batch. Ids compare as text.
 	FactsThroughID string
+	// AtLeast, when set, is the factsThroughId the caller knows the state
+	// reached (the newest fact it applied): incremental processing then
+	// applies the batch only if the stored factsThroughId is still at
+	// least that, checked in the same atomic step as each write, and
+	// fails with ErrStateBehind otherwise. A state restored from an older
+	// snapshot would else take the batch, and its newest id would move
+	// factsThroughId past the facts the state lost, hiding the loss.
+	AtLeast string
 }
 
 // Engine processes facts for one configuration. It is safe for concurrent
@@ -161,7 +169,7 @@ func (e *Engine) ProcessContext(ctx context.Context, facts []Fact, opts *Process
 	if through == "" {
 		through = maxID(facts)
 	}
-	if _, err := e.applyFacts(ctx, st, key, facts, through); err != nil {
+	if _, err := e.applyFacts(ctx, st, key, facts, through, ""); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -210,7 +218,7 @@ func (e *Engine) ProcessIncrementalBatch(ctx context.Context, facts []Fact, opts
 	if !e.cfg.Materialize {
 		return 0, ErrNotMaterialized
 	}
-	return e.applyFacts(ctx, st, key, facts, maxID(facts))
+	return e.applyFacts(ctx, st, key, facts, maxID(facts), opts.AtLeast)
 }
 
 // deltas computes what each fact contributes, skipping facts of other
@@ -276,7 +284,7 @@ func (e *Engine) cacheKey(st CachedState, key string) string { return st.id() + 
 // applyFacts applies facts to a state, migrating first when the stored
 // format differs, waiting out other processes' migrations, and running
 // due rollups afterwards.
-func (e *Engine) applyFacts(ctx context.Context, st CachedState, key string, facts []Fact, through string) (int, error) {
+func (e *Engine) applyFacts(ctx context.Context, st CachedState, key string, facts []Fact, through, atLeast string) (int, error) {
 	var applied int
 	// Bounded chunks keep memory flat on large backfills. factsThroughId
 	// moves only with the last chunk, once every fact before it is in.
@@ -291,7 +299,7 @@ func (e *Engine) applyFacts(ctx context.Context, st CachedState, key string, fac
 		err := e.withFormat(ctx, st, key, func(version int) error {
 			// A retry re-sends every fact; those already applied are
 			// deduplicated, so the counts add up.
-			n, err := st.apply(ctx, key, e.s, version, deltas, th)
+			n, err := st.apply(ctx, key, e.s, version, deltas, th, atLeast)
 			applied += n
 			return err
 		})

@@ -429,3 +429,53 @@ func TestConfigChangeRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestIncrementalBatchAtLeast: a batch given AtLeast applies only while
+// the state's factsThroughId is at least it; on a state that went back
+// (or is empty) it writes nothing and fails with ErrStateBehind, on every
+// path of every format (one call, many calls, facts applied one by one).
+func TestIncrementalBatchAtLeast(t *testing.T) {
+	t.Parallel()
+	for _, kind := range stateKinds {
+		for _, sv := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/v%d", kind.name, sv), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				y := strings.Replace(cfgYAML("day", "", "  - {field: count, function: count}\n"),
+					"storageVersion: 2", fmt.Sprintf("storageVersion: %d", sv), 1)
+				st := kind.new(t)
+				e := mustEngine(t, mustConfig(t, y), EngineOptions{State: st})
+				d := ms("2024-02-29T10:00:00Z")
+				opts := func(atLeast string) *ProcessOptions {
+					return &ProcessOptions{ProjectionKey: "p", AtLeast: atLeast}
+				}
+				if _, err := e.ProcessIncrementalBatch(ctx, []Fact{fact("fct_01", "deposit", d, nil)}, opts("fct_01")); !errors.Is(err, ErrStateBehind) {
+					t.Fatalf("empty state: %v, want ErrStateBehind", err)
+				}
+				if n, err := e.ProcessIncrementalBatch(ctx, []Fact{fact("fct_01", "deposit", d, nil)}, opts("")); err != nil || n != 1 {
+					t.Fatalf("first batch: %d, %v", n, err)
+				}
+				many := make([]Fact, 300) // more than one script call
+				for i := range many {
+					many[i] = fact(fmt.Sprintf("fct_1%03d", i), "deposit", d, nil)
+				}
+				repeated := []Fact{fact("fct_02", "deposit", d, nil), fact("fct_02", "deposit", d, nil)} // not summed: fact by fact
+				for _, batch := range [][]Fact{{fact("fct_02", "deposit", d, nil)}, repeated, many} {
+					if _, err := e.ProcessIncrementalBatch(ctx, batch, opts("fct_99")); !errors.Is(err, ErrStateBehind) {
+						t.Fatalf("state behind: %v, want ErrStateBehind", err)
+					}
+				}
+				if n, err := e.ProcessIncrementalBatch(ctx, many, opts("fct_01")); err != nil || n != len(many) {
+					t.Fatalf("state at fct_01: %d, %v", n, err)
+				}
+				en, err := e.Entry(ctx, "p", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := js(en); got != `{"value":{"2024-02-29":{"count":301}},"factsThroughId":"fct_1299"}` {
+					t.Fatalf("entry: %s", got)
+				}
+			})
+		}
+	}
+}

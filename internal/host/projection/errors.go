@@ -69,6 +69,11 @@ var (
 	// ErrBusy: the projection stayed locked by a migration in another
 	// process until the context ended.
 	ErrBusy = errors.New("projection: cached state is being migrated")
+	// ErrStateBehind: an incremental batch given ProcessOptions.AtLeast
+	// found the cached state's factsThroughId below it: the state went
+	// back (a Redis restored from an older snapshot) since the caller
+	// last wrote it. Nothing of the batch was applied.
+	ErrStateBehind = errors.New("projection: cached state is behind what was applied to it")
 	// ErrInvalidFact: a fact could not be decoded.
 	ErrInvalidFact = errors.New("projection: invalid fact")
 	// ErrBadQuery: query options that do not fit the configuration.

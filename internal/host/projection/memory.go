@@ -139,12 +139,15 @@ func (m *MemoryState) open(key string, s *schema, version int) (*memProj, error)
 	return p, nil
 }
 
-func (m *MemoryState) apply(_ context.Context, key string, s *schema, version int, deltas []*factDelta, maxID string) (int, error) {
+func (m *MemoryState) apply(_ context.Context, key string, s *schema, version int, deltas []*factDelta, maxID, atLeast string) (int, error) {
 	m.root.mu.Lock()
 	defer m.root.mu.Unlock()
 	p, err := m.open(key, s, version)
 	if err != nil {
 		return 0, err
+	}
+	if atLeast != "" && p.m.through < atLeast {
+		return 0, ErrStateBehind
 	}
 	n := 0
 	for _, d := range deltas {

@@ -188,6 +188,8 @@ func scriptStatus(res []any) error {
 		return fmt.Errorf("%w (stored %s)", ErrConfigChanged, fp)
 	case -4:
 		return errNothingStored
+	case -9:
+		return ErrStateBehind
 	}
 	return fmt.Errorf("projection: script status %d", code)
 }
@@ -384,9 +386,9 @@ const (
 	redisCallsPerPipe = 32
 )
 
-func (r *RedisState) apply(ctx context.Context, key string, s *schema, version int, deltas []*factDelta, maxID string) (int, error) {
+func (r *RedisState) apply(ctx context.Context, key string, s *schema, version int, deltas []*factDelta, maxID, atLeast string) (int, error) {
 	if version == 1 {
-		return r.applyBlob(ctx, key, s, deltas, maxID)
+		return r.applyBlob(ctx, key, s, deltas, maxID, atLeast)
 	}
 	if err := r.ensureScripts(ctx, false); err != nil {
 		return 0, err
@@ -400,7 +402,9 @@ func (r *RedisState) apply(ctx context.Context, key string, s *schema, version i
 		for _, w := range s.levels {
 			head = append(head, string(w))
 		}
-		return head
+		// Every call checks it: a call that waited out a Redis restart
+		// must not land on a state restored from an older snapshot.
+		return append(head, atLeast)
 	}
 	head := headFor("")
 	if len(deltas) <= redisFactsPerCall {

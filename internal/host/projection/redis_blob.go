@@ -15,11 +15,14 @@ import (
 
 const blobRetries = 1000
 
-func (r *RedisState) applyBlob(ctx context.Context, key string, s *schema, deltas []*factDelta, maxID string) (int, error) {
+func (r *RedisState) applyBlob(ctx context.Context, key string, s *schema, deltas []*factDelta, maxID, atLeast string) (int, error) {
 	k := r.keys(key)
 	applied := 0
 	err := r.blobTx(ctx, k, s, true, func(tx *redis.Tx, m *model) (bool, []func(redis.Pipeliner), error) {
 		applied = 0
+		if atLeast != "" && m.through < atLeast {
+			return false, nil, ErrStateBehind
+		}
 		// Which facts are new?
 		days := map[string][]*factDelta{}
 		var order []string

@@ -87,8 +87,9 @@ end
 `
 
 // applyScript records and applies facts. ARGV: base, version, fp, maxID,
-// L, L windows, F, F x (field name, kinds: s for sum, m for min/max, d for
-// count_distinct), nfacts, then per fact: id, day, ts, L members, L
+// L, L windows, atLeast (when not empty, the call writes nothing and
+// returns -9 unless the stored through is at least it), F, F x (field
+// name, kinds: s for sum, m for min/max, d for count_distinct), nfacts, then per fact: id, day, ts, L members, L
 // starts, a flag string with one digit per field (1: a numeric value
 // follows, 2: a distinct value follows, 3: both), then per field its
 // values: scale, limbs (base 10^9, space-separated when more than one),
@@ -107,6 +108,11 @@ local base, version, fp, maxid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local L = tonumber(ARGV[5])
 local wins = {}
 for j = 1, L do wins[j] = ARGV[5 + j] end
+local atleast = ARGV[6 + L]
+if atleast ~= '' then
+  local th = redis.call('HGET', meta, 'through')
+  if not th or bytecmp(th, atleast) < 0 then return {-9} end
+end
 local err = check(meta, lock, base, version, fp, true, base .. ':index:' .. wins[1])
 if err then return err end
 local fields = {}
@@ -122,7 +128,7 @@ for j = 1, L do
   del[j] = tonum(mv[2*j])
   idx[j] = base .. ':index:' .. wins[j]
 end
-local p = 6 + L
+local p = 7 + L
 local F = tonumber(ARGV[p]); p = p + 1
 local fname, fsum, fmm, cname, loname, hiname, sname = {}, {}, {}, {}, {}, {}, {}
 for f = 1, F do
@@ -321,8 +327,8 @@ return {applied}
 // none reaches a sealed coarser bucket (the common case of facts arriving
 // once and on time); otherwise it writes nothing and returns -8, and the
 // engine sends the facts through applyScript. ARGV: base, version, fp,
-// maxID, L, L windows, minTs, ndays, per day: day, n, n ids; nbuckets,
-// per bucket: member, start, n, ninc, ninc x (field, value), nlo, nlo x
+// maxID, L, L windows, atLeast (as applyScript), minTs, ndays, per day:
+// day, n, n ids; nbuckets, per bucket: member, start, n, ninc, ninc x (field, value), nlo, nlo x
 // (field, value), nhi, nhi x (field, value), nsk, nsk x (field, nvals,
 // vals).
 var applySumScript = redis.NewScript(luaCommon + `
@@ -330,9 +336,14 @@ local meta, lock = KEYS[1], KEYS[2]
 local base, version, fp, maxid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local L = tonumber(ARGV[5])
 local win = ARGV[6]
+local atleast = ARGV[6 + L]
+if atleast ~= '' then
+  local th = redis.call('HGET', meta, 'through')
+  if not th or bytecmp(th, atleast) < 0 then return {-9} end
+end
 local err = check(meta, lock, base, version, fp, true, base .. ':index:' .. win)
 if err then return err end
-local p = 6 + L
+local p = 7 + L
 local minTs = tonumber(ARGV[p]); p = p + 1
 local w2 = ''
 if L > 1 then w2 = ARGV[7] end

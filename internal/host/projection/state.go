@@ -37,9 +37,11 @@ type backend interface {
 	// apply records each new fact id and adds the fact to every bucket it
 	// touches, one fact atomically at a time, and moves factsThroughId to
 	// at least maxID. It returns the number of facts that were new. It
-	// fails with errVersion when the stored format is not version, and
-	// errBusy while a migration holds the projection.
-	apply(ctx context.Context, key string, s *schema, version int, deltas []*factDelta, maxID string) (int, error)
+	// fails with errVersion when the stored format is not version,
+	// errBusy while a migration holds the projection, and ErrStateBehind,
+	// writing nothing, when atLeast is set and the stored factsThroughId
+	// is below it (checked atomically with the writes).
+	apply(ctx context.Context, key string, s *schema, version int, deltas []*factDelta, maxID, atLeast string) (int, error)
 	// rollup seals coarser windows up to now and applies retention.
 	rollup(ctx context.Context, key string, s *schema, version int, now int64) (rollupStats, error)
 	// load reads the buckets of the plan computed from the stored meta.

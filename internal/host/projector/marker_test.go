@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,4 +243,80 @@ func TestStateRestoredFromAnOlderSnapshotCatchesUp(t *testing.T) {
 			waitConsistent(t, s2, calls(base, 340))
 		})
 	}
+}
+
+// restoreBeforeNextApply arms rdb so that the next pipeline it sends (the
+// engine's apply calls travel in pipelines; the runtime's check of the
+// state before a batch does not) first replaces the test's database with
+// the keys it holds now: a Redis restarted from a snapshot while the
+// apply call was on its way, after the runtime had checked the state.
+func restoreBeforeNextApply(t *testing.T, rdb *redis.Client) (armed *atomic.Bool, fired <-chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumps := map[string]string{}
+	for _, k := range keys {
+		d, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[k] = d
+	}
+	// A client of its own: the hook does not see its calls.
+	other := redis.NewClient(rdb.Options())
+	t.Cleanup(func() { other.Close() })
+	armed = &atomic.Bool{}
+	done := make(chan struct{})
+	rdb.AddHook(restoreHook{before: func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		defer close(done)
+		if _, err := other.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.FlushDB(ctx)
+			for k, d := range dumps {
+				pipe.RestoreReplace(ctx, k, 0, d)
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("restore: %v", err)
+		}
+	}})
+	return armed, done
+}
+
+type restoreHook struct{ before func() }
+
+func (h restoreHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h restoreHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h restoreHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.before()
+		return next(ctx, cmds)
+	}
+}
+
+// TestStateRestoredUnderAnApplyInFlight: the state goes back to an older
+// snapshot after the runtime checked it before a batch and before the
+// batch's apply reached Redis (a Redis down for a few seconds holds the
+// call in the client's retries, then restarts from its snapshot and takes
+// it). The apply must not land on the older state: its newest fact would
+// move factsThroughId past the facts the state lost and hide the loss
+// from every later check, in every process, for good.
+func TestStateRestoredUnderAnApplyInFlight(t *testing.T) {
+	st, rdb, s, base := projectedOnRedis(t, time.Hour)
+	armed, fired := restoreBeforeNextApply(t, rdb) // holds 300 calls
+	appendCalls(t, st, 40)
+	waitConsistent(t, s, calls(base, 340))
+	armed.Store(true)
+	appendCalls(t, st, 10)
+	select {
+	case <-fired:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no apply after the facts were appended")
+	}
+	waitConsistent(t, s, calls(base, 350))
 }

@@ -359,6 +359,12 @@ func (rt *runtime) resumePosition(ctx context.Context, cp int64) (int64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("projection %s: read cached state: %w", rt.key, err)
 	}
+	// The pass's applies require the state to keep at least what it holds
+	// now (see handle): one that goes back before the first of them lands
+	// is noticed too.
+	rt.appliedMu.Lock()
+	rt.applied = through
+	rt.appliedMu.Unlock()
 	var from int64
 	if through != "" {
 		f, err := rt.s.opts.Store.GetFact(ctx, rt.tenant, through)
@@ -443,16 +449,23 @@ func (rt *runtime) handle(ctx context.Context, facts []store.Fact) (int, error) 
 	}
 	if len(batch) > 0 {
 		// The state must still hold what this runtime applied: once this
-		// batch is in, its newest fact would hide a state that went back.
-		if rt.wentBack(ctx) {
+		// batch is in, its newest fact would hide a state that went back,
+		// from every later check, in every process. The apply checks it
+		// atomically with its writes: a check made before it could pass
+		// just before a Redis restarted from an older snapshot took the
+		// apply, held meanwhile in the client's retries.
+		rt.appliedMu.Lock()
+		atLeast := rt.applied
+		rt.appliedMu.Unlock()
+		_, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key, AtLeast: atLeast})
+		for _, end := range spans {
+			end(err)
+		}
+		if errors.Is(err, projection.ErrStateBehind) {
 			rt.s.log.Warn("projection: cached state went back in time (restored from an older snapshot?); reading again the facts it lacks", "state_key", rt.key)
 			rt.resume.Store(true)
 			rt.restart()
-			return 0, fmt.Errorf("projection %s: cached state went back: %w", rt.key, context.Canceled)
-		}
-		_, err := rt.engine.ProcessIncrementalBatch(ctx, batch, &projection.ProcessOptions{ProjectionKey: rt.key})
-		for _, end := range spans {
-			end(err)
+			return 0, fmt.Errorf("projection %s: %w: %w", rt.key, err, context.Canceled)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("projection %s: %w", rt.key, err)
