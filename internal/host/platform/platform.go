@@ -170,14 +170,10 @@ func (s *Service) nowMS() int64 { return s.now().UnixMilli() }
 
 // entityType resolves a type name or returns the contract's bad request.
 func (s *Service) entityType(name string) (*manifest.EntityType, error) {
-	t, ok := s.domain.Load().Entities[name]
-	if !ok {
-		if s.modelBehind != nil && s.modelBehind() {
-			return nil, modelUpdating("Unknown entity type: " + name)
-		}
-		return nil, problem.Newf(problem.BadRequest, "Unknown entity type: %s", name)
+	if t, ok := s.domain.Load().Entities[name]; ok {
+		return t, nil
 	}
-	return t, nil
+	return nil, s.unknownType("Unknown entity type: " + name)
 }
 
 // storedType resolves the type of a stored entity. A type the domain no
@@ -188,11 +184,18 @@ func (s *Service) storedType(e *store.Entity) (*manifest.EntityType, error) {
 	if t, ok := s.domain.Load().Entities[e.Type]; ok {
 		return t, nil
 	}
-	what := fmt.Sprintf("Unknown entity type: %s (the type of entity %s, which no domain manifest declares now)", e.Type, shownID(e.ID))
+	return nil, s.unknownType(fmt.Sprintf("Unknown entity type: %s (the type of entity %s, which no domain manifest declares now)", e.Type, shownID(e.ID)))
+}
+
+// unknownType is the problem, saying detail, for a type the domain does
+// not declare: a 503 to retry while a stored change of the model is not
+// applied here yet (it may declare the type), else the contract's bad
+// request.
+func (s *Service) unknownType(detail string) error {
 	if s.modelBehind != nil && s.modelBehind() {
-		return nil, modelUpdating(what)
+		return modelUpdating(detail)
 	}
-	return nil, problem.New(problem.BadRequest, what)
+	return problem.New(problem.BadRequest, detail)
 }
 
 // ModelUpdating returns the 503 to retry (naming what) while a stored
