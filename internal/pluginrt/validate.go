@@ -28,6 +28,10 @@ var (
 
 var methods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
 
+// ValidPluginName reports whether name can name a plugin: a lowercase
+// letter, then up to 63 lowercase letters, digits, _ or -.
+func ValidPluginName(name string) bool { return pluginNameRe.MatchString(name) }
+
 // reservedPaths are platform routes under /v1/entities/:id.
 var reservedPaths = []string{"/facts"}
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -391,6 +392,13 @@ func TestPluginAdminAPI(t *testing.T) {
 	for _, n := range []string{"account", "asset", "generic", "followup"} {
 		if !names[n] {
 			t.Errorf("%s not loaded", n)
+		}
+	}
+	// A name no plugin can have is refused before the body is compiled.
+	for _, bad := range []string{"Evil%20Name", "evil%2F..%2Fx", strings.Repeat("p", 65)} {
+		if code, body := l.call("PUT", "/v1/admin/plugins/"+bad, l.op, []byte("\x00asm not really")); code != 400 ||
+			!strings.Contains(fmt.Sprint(body["detail"]), "a plugin name is a lowercase letter") {
+			t.Errorf("install as %s: %d %v, want 400 naming the rule", bad, code, body)
 		}
 	}
 	code, body = l.call("PUT", "/v1/admin/plugins/account", l.op, []byte("\x00asm not really"))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -66,6 +67,11 @@ func (m *Manager) routes(p *platform.Service, operatorTenant string) []gateway.R
 		ct := strings.ToLower(c.Get(fiber.HeaderContentType))
 		if ct != "" && !strings.HasPrefix(ct, "application/wasm") && !strings.HasPrefix(ct, "application/octet-stream") {
 			return problem.Newf(problem.UnsupportedMediaType, "Content-Type must be application/wasm (got %s)", ct)
+		}
+		// A name no module can describe itself by is refused before the
+		// body is compiled.
+		if name := gateway.Param(c, "name"); !wasm.ValidPluginName(name) {
+			return problem.Newf(problem.BadRequest, "Plugin name %s is not one: a plugin name is a lowercase letter, then up to 63 lowercase letters, digits, _ or -", strconv.QuoteToASCII(cut(name, 64)))
 		}
 		body := c.Body()
 		if len(body) == 0 {
@@ -171,4 +177,12 @@ func refused(name string, serving bool, err error) error {
 		pe.Errors = append(pe.Errors, problem.FieldError{Field: "plugin", Code: "refused", Message: r})
 	}
 	return pe
+}
+
+// cut is s cut to at most n runes.
+func cut(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "..."
+	}
+	return s
 }

@@ -35,6 +35,10 @@ var (
 // plugins' statistics and metrics (the host's own checks).
 func Unrecorded(ctx context.Context) context.Context { return pluginrt.Unrecorded(ctx) }
 
+// ValidPluginName reports whether name can name a plugin: a lowercase
+// letter, then up to 63 lowercase letters, digits, _ or -.
+func ValidPluginName(name string) bool { return pluginrt.ValidPluginName(name) }
+
 // MaxOutputBytes is the largest output a call may return (sdk/ABI.md).
 const MaxOutputBytes = pluginrt.MaxOutputBytes
 
