@@ -171,3 +171,18 @@ func TestActionsBeyondTheBoundAreCounted(t *testing.T) {
 		t.Fatalf("skipped actions counted: %v, want 6", skipped)
 	}
 }
+
+// TestHandlerServedByAnotherPluginIsRefused: a subscription plugin whose
+// handler has the name of one another plugin serves is refused, so it
+// cannot take that handler's facts from it; the first keeps serving.
+func TestHandlerServedByAnotherPluginIsRefused(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, "sqlite", t.TempDir())
+	code, body := l.call("PUT", "/v1/admin/plugins/clash", l.op, moduleFrom(t, "testdata/clash"))
+	if code != 422 || !strings.Contains(fmt.Sprint(body), `handler "no_answer_followup" is served by plugin "followup" already`) {
+		t.Fatalf("install clash: %d %v, want 422 naming the handler and its plugin", code, body)
+	}
+	if p, ok := l.a.Plugins.SubscriptionHandler("no_answer_followup"); !ok || p.Description().Name != "followup" {
+		t.Fatalf("no_answer_followup served by %v (%v), want followup", p, ok)
+	}
+}

@@ -450,6 +450,16 @@ func (m *Manager) checkFor(name string) func(context.Context, *wasm.Plugin) erro
 		if name != "" && d.Name != name {
 			return fmt.Errorf("the module describes itself as %q, not %q", d.Name, name)
 		}
+		// A handler is served by one plugin: another's handler of the same
+		// name would take its facts from it, silently.
+		if d.Kind == abi.KindSubscription {
+			for _, h := range d.Handlers {
+				if other, ok := m.SubscriptionHandler(h); ok && other.Description().Name != d.Name {
+					return fmt.Errorf("handler %q is served by plugin %q already: a handler name is served by one plugin (rename the handler, or install this module as a version of %s)",
+						h, other.Description().Name, other.Description().Name)
+				}
+			}
+		}
 		if m.opts.Check != nil {
 			return m.opts.Check(ctx, p)
 		}
