@@ -161,6 +161,20 @@ func projectedOnRedis(t *testing.T, markInterval time.Duration) (store.Store, *r
 // restarted from that snapshot would.
 func redisSnapshot(t *testing.T, rdb *redis.Client) (restore func()) {
 	t.Helper()
+	restoreVia := snapshotOf(t, rdb)
+	return func() {
+		t.Helper()
+		if err := restoreVia(rdb); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// snapshotOf keeps every key of rdb's database; restoreVia replaces the
+// database with them through the client given, in one transaction (a
+// Redis loads its snapshot before it serves).
+func snapshotOf(t *testing.T, rdb *redis.Client) (restoreVia func(*redis.Client) error) {
+	t.Helper()
 	ctx := context.Background()
 	keys, err := rdb.Keys(ctx, "*").Result()
 	if err != nil {
@@ -174,18 +188,15 @@ func redisSnapshot(t *testing.T, rdb *redis.Client) (restore func()) {
 		}
 		dumps[k] = d
 	}
-	return func() {
-		t.Helper()
-		// One transaction: a Redis loads its snapshot before it serves.
-		if _, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	return func(via *redis.Client) error {
+		_, err := via.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			pipe.FlushDB(ctx)
 			for k, d := range dumps {
 				pipe.RestoreReplace(ctx, k, 0, d)
 			}
 			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
+		return err
 	}
 }
 
@@ -252,19 +263,7 @@ func TestStateRestoredFromAnOlderSnapshotCatchesUp(t *testing.T) {
 // apply call was on its way, after the runtime had checked the state.
 func restoreBeforeNextApply(t *testing.T, rdb *redis.Client) (armed *atomic.Bool, fired <-chan struct{}) {
 	t.Helper()
-	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dumps := map[string]string{}
-	for _, k := range keys {
-		d, err := rdb.Dump(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dumps[k] = d
-	}
+	restoreVia := snapshotOf(t, rdb)
 	// A client of its own: the hook does not see its calls.
 	other := redis.NewClient(rdb.Options())
 	t.Cleanup(func() { other.Close() })
@@ -275,13 +274,7 @@ func restoreBeforeNextApply(t *testing.T, rdb *redis.Client) (armed *atomic.Bool
 			return
 		}
 		defer close(done)
-		if _, err := other.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.FlushDB(ctx)
-			for k, d := range dumps {
-				pipe.RestoreReplace(ctx, k, 0, d)
-			}
-			return nil
-		}); err != nil {
+		if err := restoreVia(other); err != nil {
 			t.Errorf("restore: %v", err)
 		}
 	}})
